@@ -1,0 +1,10 @@
+"""jaxmem: how many facts a linear associative memory can store, by simulation and theory."""
+
+from . import theory
+from ._loss import Scores, cross_entropy, dense_ce, dense_scores, stream_ce
+from ._metrics import Metrics, metrics
+from ._models import Factored, FullRank, hebbian, rank_of
+from ._tasks import Task, dp_candidates, load, make_task, make_tasks, p_from_alpha
+from ._train import Run, train
+
+__version__ = "0.1.0"

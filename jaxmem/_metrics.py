@@ -1,0 +1,51 @@
+"""Retrieval metrics, evaluated at `Precision.HIGHEST` (ties count as failures)."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ._loss import STREAM_THRESHOLD, _outcome, _stream_pass, dense_scores
+from ._tasks import Task
+
+HIGHEST = lax.Precision.HIGHEST
+
+
+class Metrics(eqx.Module):
+    """Per-input and per-memory outcome. Scores are in units of the competitor spread
+    `sigma_mu = |W e_mu|` (competitor scores are `N(0, sigma_mu^2)` for fresh candidates)."""
+
+    accuracy: jax.Array
+    all_stored: jax.Array
+    stored: jax.Array  # (p,)
+    margin: jax.Array  # target minus best competitor, raw units
+    target: jax.Array  # normalised target score
+    best: jax.Array  # normalised best competitor score
+    singular_values: jax.Array
+
+
+def scores_of(model, task: Task, *, block: int = 256):
+    """Target, best competitor and stored flag per input, at `Precision.HIGHEST`."""
+    V = model.project(task.inputs, precision=HIGHEST)
+    if task.p * task.p > STREAM_THRESHOLD or (task.problem == "dp" and task.candidates is None):
+        return V, _stream_pass(V, task, min(block, task.p), HIGHEST)[2]
+    return V, _outcome(dense_scores(V, task, precision=HIGHEST))
+
+
+def metrics(model, task: Task) -> Metrics:
+    """All metrics of one memory on one task (vmap it for an ensemble)."""
+    V, sc = scores_of(model, task)
+    sigma = jnp.linalg.norm(V, axis=1)
+    ok = jnp.isfinite(sc.target) & jnp.isfinite(sc.best)
+    stored = sc.stored & ok
+    return Metrics(
+        accuracy=stored.sum() / stored.shape[0],
+        all_stored=stored.all(),
+        stored=stored,
+        margin=sc.target - sc.best,
+        target=sc.target / sigma,
+        best=sc.best / sigma,
+        singular_values=jnp.linalg.svd(model.weight(), compute_uv=False),
+    )

@@ -1,0 +1,98 @@
+"""Linear memories: full-rank `W`, two-layer `W = Q R^T` of rank `m`, and the Hebbian rule."""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ._tasks import Task, check_int
+
+MODELS = ("full", "factored", "hebbian")
+
+
+def check_positive(name: str, value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return v
+
+
+def rank_of(d: int, *, m: int | None = None, kappa: float | None = None) -> int:
+    """The rank `m` from `m` or `kappa = m / d` (rounded, at least 1); validates both."""
+    if m is not None and kappa is not None:
+        raise ValueError("give the rank as m or as kappa, not both")
+    if m is not None:
+        m = check_int("m", m, 1)
+        if m > d:
+            raise ValueError(f"m must be <= d = {d}, got {m}")
+        return m
+    kappa = 1.0 if kappa is None else kappa
+    if not (isinstance(kappa, (int, float)) and 0 < kappa <= 1):
+        raise ValueError(f"kappa must be in (0, 1], got {kappa!r}")
+    return max(1, round(kappa * d))
+
+
+class FullRank(eqx.Module):
+    """`W in R^{d x d}`; `init` draws entries `N(0, init_scale^2 / d)` (singular values
+    `init_scale` times the quarter circle on [0, 2])."""
+
+    W: jax.Array
+
+    @classmethod
+    def init(cls, key, d: int, *, init_scale: float = 1e-3, dtype=jnp.float32, **_):
+        return cls(init_scale / math.sqrt(d) * jax.random.normal(key, (d, d), dtype))
+
+    def weight(self):
+        return self.W
+
+    def project(self, E, *, precision=lax.Precision.DEFAULT):
+        """`V = E W^T`: row `mu` is `W e_mu`."""
+        return jnp.matmul(E, self.W.T, precision=precision)
+
+
+class Factored(eqx.Module):
+    """`W = Q R^T`, `Q, R in R^{d x m}`; `init` draws both Gaussian with the scale that gives
+    `W` entries of variance `init_scale^2 / d`."""
+
+    Q: jax.Array
+    R: jax.Array
+
+    @classmethod
+    def init(cls, key, d: int, *, m: int | None = None, kappa: float | None = None,
+             init_scale: float = 1e-3, dtype=jnp.float32):
+        m = rank_of(d, m=m, kappa=kappa)
+        s = math.sqrt(init_scale) / (d * m) ** 0.25
+        kq, kr = jax.random.split(key)
+        return cls(s * jax.random.normal(kq, (d, m), dtype), s * jax.random.normal(kr, (d, m), dtype))
+
+    @property
+    def m(self) -> int:
+        return self.Q.shape[-1]
+
+    def weight(self):
+        return self.Q @ self.R.T
+
+    def project(self, E, *, precision=lax.Precision.DEFAULT):
+        return jnp.matmul(jnp.matmul(E, self.R, precision=precision), self.Q.T, precision=precision)
+
+
+def hebbian(task: Task) -> FullRank:
+    """The Hebbian memory `W_H = sum_mu u_mu e_mu^T` (closed form, no training). Works on a
+    single task or a batch (leading ensemble axis)."""
+    W = jnp.einsum("...pi,...pj->...ij", task.targets, task.inputs, precision=lax.Precision.HIGHEST)
+    return FullRank(W)
+
+
+def model_class(name: str):
+    if name == "full":
+        return FullRank
+    if name == "factored":
+        return Factored
+    raise ValueError(f"model must be one of full, factored (hebbian is closed form), got {name!r}")

@@ -1,0 +1,205 @@
+"""Full-batch training of an ensemble of memories, vmapped over instances.
+
+A host loop drives jitted `lax.scan` chunks. At every step each instance first evaluates its
+loss and stored flags at the current weights; an instance that stores all `p` (or whose loss
+is not finite) is frozen from then on, so an instance's trajectory does not depend on the
+chunk size or on the other members of the ensemble, and the host stops as soon as every
+instance is frozen.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ._loss import cross_entropy
+from ._metrics import Metrics, metrics
+from ._models import Factored, FullRank, check_positive, rank_of
+from ._tasks import Task, check_int
+
+# Defaults chosen by the measurements in README "Training defaults".
+DEFAULT_STEPS = 5000
+DEFAULT_LR = 3e-2
+DEFAULT_INIT_SCALE = 1e-3
+
+
+class TrainState(eqx.Module):
+    params: eqx.Module
+    opt_state: optax.OptState
+    done_step: jax.Array  # first step at which all were stored, -1 if not (yet)
+    diverged: jax.Array
+    loss: jax.Array
+
+
+class _Config(eqx.Module):
+    model: type = eqx.field(static=True)
+    d: int = eqx.field(static=True)
+    m: int = eqx.field(static=True)
+    init_scale: float = eqx.field(static=True)
+    optimizer: Callable = eqx.field(static=True)
+    chunk: int = eqx.field(static=True)
+    steps: int = eqx.field(static=True)
+    stream: bool | None = eqx.field(static=True)
+    block: int = eqx.field(static=True)
+
+    def init_model(self, key):
+        if self.model is Factored:
+            return Factored.init(key, self.d, m=self.m, init_scale=self.init_scale)
+        return FullRank.init(key, self.d, init_scale=self.init_scale)
+
+    def opt(self, lr):
+        return optax.inject_hyperparams(self.optimizer)(learning_rate=lr)
+
+
+def _finite(tree):
+    leaves = jax.tree.leaves(eqx.filter(tree, eqx.is_inexact_array))
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def _step(cfg: _Config, task: Task, state: TrainState, t):
+    def loss_fn(params):
+        V = params.project(task.inputs)
+        return cross_entropy(V, task, stream=cfg.stream, block=cfg.block)
+
+    (loss, sc), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    live = (state.done_step < 0) & ~state.diverged & (t <= cfg.steps)
+    bad = ~(jnp.isfinite(loss) & _finite(grads))
+    stored = sc.stored.all() & ~bad
+    done_step = jnp.where(live & stored, t, state.done_step)
+    diverged = state.diverged | (live & bad)
+    update = live & ~stored & ~bad & (t < cfg.steps)
+    updates, opt_state = cfg.opt(0.0).update(grads, state.opt_state, state.params)
+    params = eqx.apply_updates(state.params, updates)
+    keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(update, a, b), new, old)
+    return TrainState(
+        keep(params, state.params),
+        keep(opt_state, state.opt_state),
+        done_step,
+        diverged,
+        jnp.where(live, loss, state.loss),
+    )
+
+
+@eqx.filter_jit
+def _chunk(cfg: _Config, tasks: Task, state: TrainState, t0):
+    def one(task, st):
+        def body(st, t):
+            return _step(cfg, task, st, t), None
+
+        return jax.lax.scan(body, st, t0 + jnp.arange(cfg.chunk))[0]
+
+    return jax.vmap(one)(tasks, state)
+
+
+@eqx.filter_jit
+def _init(cfg: _Config, tasks: Task, lr):
+    def one(task, lr):
+        params = cfg.init_model(task.init_key)
+        return TrainState(params, cfg.opt(lr).init(params), jnp.array(-1), jnp.array(False),
+                          jnp.array(jnp.inf, jnp.float32))
+
+    return jax.vmap(one)(tasks, lr)
+
+
+class Run(eqx.Module):
+    """Outcome of `train`, one entry per instance (numpy arrays, host side)."""
+
+    model: eqx.Module
+    metrics: Metrics
+    accuracy: np.ndarray
+    all_stored: np.ndarray
+    steps_to_store: list  # int, or None if never stored
+    final_loss: np.ndarray
+    diverged: np.ndarray
+    lr: np.ndarray
+    steps_run: int
+    seconds: float
+
+
+def _model_class(model):
+    if model is FullRank or model == "full":
+        return FullRank
+    if model is Factored or model == "factored":
+        return Factored
+    raise ValueError(f"model must be FullRank, Factored, 'full' or 'factored', got {model!r}")
+
+
+def train(
+    model,
+    tasks: Task,
+    *,
+    steps: int = DEFAULT_STEPS,
+    lr=DEFAULT_LR,
+    optimizer: Callable = optax.adam,
+    init_scale: float = DEFAULT_INIT_SCALE,
+    m: int | None = None,
+    kappa: float | None = None,
+    chunk: int = 100,
+    stream: bool | None = None,
+    block: int = 256,
+    progress: bool = True,
+) -> Run:
+    """Train one memory per task in the batch `tasks` (leading axis `n`) with `optimizer`
+    (an optax constructor taking `learning_rate`, Adam by default) on the mean softmax
+    cross-entropy, full batch, until each instance stores all `p` or `steps` updates are spent.
+
+    `lr` is a scalar or one learning rate per instance. `model` is `FullRank` or `Factored`
+    (rank from `m` or `kappa`); the initialisation is drawn from each task's `init_key`.
+    """
+    steps = check_int("steps", steps, 0)
+    chunk = check_int("chunk", chunk, 1)
+    check_positive("init_scale", init_scale)
+    if tasks.inputs.ndim != 3:
+        raise ValueError("tasks must be a batch from make_tasks (leading ensemble axis)")
+    n, p, d = tasks.inputs.shape
+    lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (n,)).copy()
+    if not np.all(np.isfinite(lr) & (lr > 0)):
+        raise ValueError(f"lr must be finite and > 0, got {lr.tolist()}")
+    cls = _model_class(model)
+    rank = rank_of(d, m=m, kappa=kappa) if cls is Factored else d
+    cfg = _Config(cls, d, rank, float(init_scale), optimizer, chunk, steps, stream, block)
+    t_start = time.perf_counter()
+    state = _init(cfg, tasks, jnp.asarray(lr, jnp.float32))
+    n_chunks = math.ceil((steps + 1) / chunk)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n_chunks * chunk, unit="step", desc=f"train d={d} p={p} n={n}", leave=False)
+    t0 = 0
+    for _ in range(n_chunks):
+        state = _chunk(cfg, tasks, state, jnp.asarray(t0))
+        t0 += chunk
+        finished = np.asarray((state.done_step >= 0) | state.diverged)
+        if bar is not None:
+            bar.update(chunk)
+            bar.set_postfix(stored=f"{int((np.asarray(state.done_step) >= 0).sum())}/{n}")
+        if finished.all():
+            break
+    if bar is not None:
+        bar.close()
+    met = jax.vmap(metrics)(state.params, tasks)
+    done = np.asarray(state.done_step)
+    diverged = np.asarray(state.diverged)
+    finite = np.asarray(jax.vmap(_finite)(state.params))
+    diverged = diverged | ~finite
+    all_stored = np.asarray(met.all_stored) & ~diverged
+    return Run(
+        model=state.params,
+        metrics=met,
+        accuracy=np.where(diverged, 0.0, np.asarray(met.stored).mean(axis=-1)),
+        all_stored=all_stored,
+        steps_to_store=[int(s) if s >= 0 and ok else None for s, ok in zip(done, all_stored)],
+        final_loss=np.asarray(state.loss),
+        diverged=diverged,
+        lr=lr,
+        steps_run=min(t0, steps),
+        seconds=time.perf_counter() - t_start,
+    )
