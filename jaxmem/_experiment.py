@@ -1,0 +1,94 @@
+"""One ensemble experiment: a config (d, p, problem, model, kappa, seeds, knobs) -> outcome.
+
+Shared by `jaxmem train`, the sweeps and the demo, so each of them runs the same code path.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import jax
+import numpy as np
+
+from ._metrics import metrics
+from ._models import MODELS, hebbian, rank_of
+from ._tasks import EMBEDDINGS, PROBLEMS, check_choice, check_int, load, make_tasks, p_from_alpha
+from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, train
+
+
+def resolve_p(d: int, p: int | None, alpha: float | None) -> int:
+    if (p is None) == (alpha is None):
+        raise ValueError("give exactly one of p and alpha")
+    return check_int("p", p, 2) if p is not None else p_from_alpha(d, alpha)
+
+
+def run_experiment(
+    *,
+    d: int,
+    p: int | None = None,
+    alpha: float | None = None,
+    problem: str = "op",
+    model: str = "full",
+    kappa: float | None = None,
+    seeds: int = 8,
+    seed0: int = 0,
+    steps: int = DEFAULT_STEPS,
+    lr: float = DEFAULT_LR,
+    init_scale: float = DEFAULT_INIT_SCALE,
+    embedding: str = "gaussian",
+    progress: bool = False,
+    keep_metrics: bool = False,
+) -> dict:
+    """Train (or build, for Hebbian) `seeds` memories and return a JSON-ready dict.
+
+    Seed `s` uses task key `fold_in(key(seed0), s)`; the memory's initialisation comes from
+    the task, so any seed can be rerun alone with the same numbers.
+    """
+    d = check_int("d", d, 2)
+    check_choice("problem", problem, PROBLEMS)
+    check_choice("model", model, MODELS)
+    check_choice("embedding", embedding, EMBEDDINGS)
+    seeds = check_int("seeds", seeds, 1)
+    p = resolve_p(d, p, alpha)
+    if model == "factored":
+        m = rank_of(d, kappa=kappa)
+        kappa_eff = m / d
+    else:
+        if kappa not in (None, 1, 1.0):
+            raise ValueError(f"kappa applies to the factored model only, got kappa={kappa}")
+        m, kappa_eff = d, 1.0
+    t = time.perf_counter()
+    tasks = make_tasks(jax.random.key(seed0), n=seeds, d=d, p=p, problem=problem, embedding=embedding)
+    if model == "hebbian":
+        met = jax.vmap(metrics)(hebbian(tasks), tasks)
+        stored = np.asarray(met.stored)
+        out = dict(
+            accuracy=stored.mean(axis=1).tolist(),
+            all_stored=stored.all(axis=1).tolist(),
+            steps_to_store=[0 if s else None for s in stored.all(axis=1)],
+            diverged=[False] * seeds,
+            final_loss=[None] * seeds,
+        )
+    else:
+        run = train(model, tasks, steps=steps, lr=lr, init_scale=init_scale, m=m if model == "factored" else None,
+                    progress=progress)
+        met = run.metrics
+        out = dict(
+            accuracy=run.accuracy.tolist(),
+            all_stored=run.all_stored.tolist(),
+            steps_to_store=run.steps_to_store,
+            diverged=run.diverged.tolist(),
+            final_loss=[float(x) if math.isfinite(x) else None for x in run.final_loss],
+        )
+    res = dict(
+        d=d, p=p, alpha=load(d, p), problem=problem, model=model, kappa=kappa_eff, m=m,
+        seeds=seeds, seed0=seed0, embedding=embedding,
+        steps=steps if model != "hebbian" else 0, lr=lr, init_scale=init_scale,
+        **out,
+        fraction_all_stored=float(np.mean(out["all_stored"])),
+        seconds=time.perf_counter() - t,
+    )
+    if keep_metrics:
+        res["_metrics"] = met
+    return res

@@ -1,0 +1,191 @@
+"""Gardner capacity of the decoupled problem (science.md 2.1, 2.2).
+
+`alpha_c(p, kappa, m) = ln(p) F(kappa) / E_z[dist(z, C_p(m))^2]`, `z ~ N(0, I_p)`, where
+`C_p(m) = {h : h_1 >= h_rho + m for all rho != 1}`. The projection pools the target with the
+largest competitors, so only the top `K` competitor order statistics enter: they are sampled
+directly (Renyi's representation of uniform order statistics, through the Gaussian upper tail),
+which makes the cost independent of `p`, and differentiable in `p`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import ndtr, ndtri
+
+from ._common import default_key, f64, float64
+from ._spectra import F
+
+DEFAULT_SAMPLES = 131_072
+DEFAULT_TOP = 128
+_BLOCK = 8192
+
+
+def top_order_stats(key, n, k: int, shape=()):
+    """The `k` largest of `n` i.i.d. `N(0, 1)`, in decreasing order (shape `shape + (k,)`).
+
+    `-ln U_(n-j+1) = sum_{i<=j} E_i / (n - i + 1)`, `E_i ~ Exp(1)`; entries `j >= n` are `-inf`.
+    `n` may be a float (and traced), so the law is differentiable in `n`.
+    """
+    n = f64(n)
+    j = jnp.arange(k, dtype=jnp.float64)
+    e = jax.random.exponential(key, shape + (k,), jnp.float64)
+    log_u = -jnp.cumsum(e / jnp.maximum(n - j, 1.0), axis=-1)
+    tail = -jnp.expm1(log_u)  # 1 - U, accurate when tiny
+    z = -ndtri(tail)
+    return jnp.where(j < n, z, -jnp.inf)
+
+
+class Projection(eqx.Module):
+    """Projection of `(z_1, competitors)` onto `C_p(margin)`: the water level `t` shared by the
+    target and the `k` pooled competitors, the squared distance, and whether `K` sufficed."""
+
+    target: jax.Array  # target coordinate of the projection
+    best: jax.Array  # largest competitor coordinate of the projection
+    k: jax.Array
+    dist2: jax.Array
+    complete: jax.Array
+
+
+def project(z1, top, margin=0.0) -> Projection:
+    """Project onto `C_p(margin)` given the target field `z1` and the competitors' top order
+    statistics `top` (decreasing, last axis; one more than can be pooled, or `-inf` padding).
+
+    Competitors are shifted by `margin` (then the cone is `C_p(0)`); with sorted shifted values
+    `y_(j)`, `k` is the first with `t_k = (z1 + sum_{j<=k} y_(j)) / (1 + k) >= y_(k+1)`.
+    """
+    z1, top, margin = f64(z1), f64(top), f64(margin)
+    y = top + margin
+    K = y.shape[-1] - 1
+    csum = jnp.cumsum(y[..., :K], axis=-1)
+    ks = jnp.arange(K + 1, dtype=jnp.float64)
+    S = jnp.concatenate([jnp.zeros_like(csum[..., :1]), csum], axis=-1)
+    t = (z1[..., None] + S) / (1 + ks)
+    ok = t >= y[..., : K + 1]
+    k = jnp.argmax(ok, axis=-1)
+    complete = ok.any(axis=-1)
+    tk = jnp.take_along_axis(t, k[..., None], axis=-1)[..., 0]
+    pooled = jnp.arange(K + 1) < k[..., None]
+    yy = jnp.where(jnp.isfinite(y[..., : K + 1]), y[..., : K + 1], 0.0)
+    dist2 = (z1 - tk) ** 2 + jnp.sum(jnp.where(pooled, (yy - tk[..., None]) ** 2, 0.0), axis=-1)
+    best_raw = jnp.where(k > 0, tk, y[..., 0])
+    return Projection(tk, best_raw - margin, k, dist2, complete)
+
+
+class Capacity(eqx.Module):
+    """`alpha_c` with its Monte Carlo standard error, `E dist^2` and its error, and the fraction
+    of samples whose projection needed more than the sampled order statistics (should be 0)."""
+
+    alpha_c: jax.Array
+    alpha_c_se: jax.Array
+    e_dist2: jax.Array
+    e_dist2_se: jax.Array
+    incomplete: jax.Array
+
+
+def _check_p(p):
+    if isinstance(p, (int, float)) and not (p >= 2):
+        raise ValueError(f"p must be >= 2 (or inf), got {p!r}")
+
+
+def _check_kappa(kappa):
+    if isinstance(kappa, (int, float)) and not (0 < kappa <= 1):
+        raise ValueError(f"kappa must be in (0, 1], got {kappa!r}")
+
+
+def _check_margin(margin):
+    if isinstance(margin, (int, float)) and not (margin >= 0 and math.isfinite(margin)):
+        raise ValueError(f"margin must be finite and >= 0, got {margin!r}")
+
+
+def dist2_given_competitors(top, margin=0.0):
+    """`E_{z_1 ~ N(0,1)} dist^2` for fixed competitors, in closed form (Rao-Blackwellised).
+
+    `k` pooled competitors exactly when `b_k <= z_1 < b_{k-1}`, `b_k = (1+k) y_(k+1) - S_k`
+    (decreasing in `k`), and there `dist^2 = z_1^2 + Q_k - (z_1 + S_k)^2 / (1+k)` with
+    `S_k, Q_k` the sum and sum of squares of the `k` largest shifted competitors; the Gaussian
+    partial moments of each interval give the expectation. Also returns the mass `P(z_1 < b_K)`
+    that would need more than the `K` sampled statistics.
+    """
+    y = f64(top) + f64(margin)
+    K = y.shape[-1] - 1
+    yf = jnp.where(jnp.isfinite(y), y, 0.0)
+    zeros = jnp.zeros_like(y[..., :1])
+    S = jnp.concatenate([zeros, jnp.cumsum(yf[..., :K], axis=-1)], axis=-1)
+    Q = jnp.concatenate([zeros, jnp.cumsum(yf[..., :K] ** 2, axis=-1)], axis=-1)
+    n = jnp.arange(K + 1, dtype=jnp.float64) + 1.0
+    b = jnp.where(jnp.isfinite(y), n * yf - S, -jnp.inf)  # b_k, k = 0..K
+    hi = jnp.concatenate([jnp.full_like(b[..., :1], jnp.inf), b[..., :K]], axis=-1)
+    lo = b
+    pdf = lambda x: jnp.where(jnp.isfinite(x), jnp.exp(-0.5 * jnp.where(jnp.isfinite(x), x, 0.0) ** 2), 0.0) / jnp.sqrt(2 * jnp.pi)
+    xpdf = lambda x: jnp.where(jnp.isfinite(x), jnp.where(jnp.isfinite(x), x, 0.0) * pdf(x), 0.0)
+    m0 = ndtr(hi) - ndtr(lo)
+    m1 = pdf(lo) - pdf(hi)
+    m2 = m0 + xpdf(lo) - xpdf(hi)
+    c2 = 1.0 - 1.0 / n
+    c1 = -2.0 * S / n
+    c0 = Q - S**2 / n
+    e = jnp.sum(c2 * m2 + c1 * m1 + c0 * m0, axis=-1)
+    return e, ndtr(b[..., K])
+
+
+@float64
+def e_dist2(p, margin=0.0, *, key=None, samples: int = DEFAULT_SAMPLES, top: int = DEFAULT_TOP):
+    """`E_z dist(z, C_p(margin))^2` and its standard error; cost independent of `p`.
+
+    Competitors: `top + 1` sampled order statistics; the target field is integrated exactly.
+    Returns `(mean, se, incomplete)`, `incomplete` the neglected probability mass.
+    """
+    _check_p(p)
+    _check_margin(margin)
+    return _e_dist2(default_key(key), f64(p), f64(margin), samples, top)
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4))
+def _e_dist2(key, p, margin, samples, top):
+    # Blocks of at most _BLOCK samples bound the memory (also under vmap over p).
+    nb = -(-samples // _BLOCK)
+    size = -(-samples // nb)
+
+    def block(i):
+        comps = top_order_stats(jax.random.fold_in(key, i), p - 1, top + 1, (size,))
+        e, inc = dist2_given_competitors(comps, margin)
+        return e.sum(), (e * e).sum(), inc.sum()
+
+    s1, s2, si = jax.tree.map(jnp.sum, jax.lax.map(block, jnp.arange(nb)))
+    n = nb * size
+    mean = s1 / n
+    var = jnp.maximum(s2 / n - mean**2, 0.0) * n / (n - 1)
+    return mean, jnp.sqrt(var / n), si / n
+
+
+@float64
+def capacity(p, kappa=1.0, margin=0.0, *, key=None, samples: int = DEFAULT_SAMPLES,
+             top: int = DEFAULT_TOP) -> Capacity:
+    """`alpha_c(p, kappa) = ln(p) F(kappa) / E dist^2` (in the load `p ln p / d^2`), with errors.
+    `p = inf` gives the asymptote `F(kappa) / 2`."""
+    _check_p(p)
+    _check_kappa(kappa)
+    Fk = F(f64(kappa))
+    if isinstance(p, float) and math.isinf(p):
+        z = jnp.zeros(())
+        return Capacity(Fk / 2, z, jnp.inf * jnp.ones(()), z, z)
+    mean, se, inc = e_dist2(p, margin, key=key, samples=samples, top=top)
+    a = jnp.log(f64(p)) * Fk / mean
+    return Capacity(a, a * se / mean, mean, se, inc)
+
+
+def alpha_c(p, kappa=1.0, margin=0.0, **kwargs):
+    """Capacity in the load `p ln p / d^2` (float64, differentiable in `p` and `kappa`)."""
+    return capacity(p, kappa, margin, **kwargs).alpha_c
+
+
+@float64
+def alpha_c_asymptotic(kappa=1.0):
+    """`lim_{p -> inf} alpha_c(p, kappa) = F(kappa) / 2` (1/2 at full rank)."""
+    _check_kappa(kappa)
+    return F(f64(kappa)) / 2

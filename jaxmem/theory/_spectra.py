@@ -1,0 +1,90 @@
+"""Quarter-circle law and its truncation to the top `kappa` fraction (science.md 2.2, 2.3).
+
+`rho_qc(s) = sqrt(4 - s^2) / pi` on [0, 2]. With `s = 2 cos(phi)` the mass above `s` is
+`(2 phi - sin 2phi) / pi` and the second moment above `s` is `(2 phi - sin(4 phi)/2) / pi`, so the
+rank-`m = kappa d` memory keeps `F(kappa) = int_{s_kappa}^2 s^2 rho_qc(s) ds` of the Gaussian width.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optimistix as optx
+
+from ._common import f64, float64
+
+
+def _mass_above(phi):
+    return (2 * phi - jnp.sin(2 * phi)) / jnp.pi
+
+
+def _phi(kappa):
+    """`phi` in [0, pi/2] with mass `kappa` above `2 cos(phi)`; bisection, implicit gradient."""
+    fn = lambda phi, k: _mass_above(phi) - k
+    sol = optx.root_find(
+        fn, optx.Bisection(rtol=1e-15, atol=1e-15), jnp.pi / 4 * jnp.ones_like(kappa), kappa,
+        options=dict(lower=0.0, upper=jnp.pi / 2), max_steps=200, throw=False,
+    )
+    return sol.value
+
+
+@float64
+def qc_density(s):
+    """Quarter-circle density `sqrt(4 - s^2)/pi` on [0, 2], zero elsewhere."""
+    s = f64(s)
+    inside = (s >= 0) & (s <= 2)
+    return jnp.where(inside, jnp.sqrt(jnp.clip(4 - s * s, 0)) / jnp.pi, 0.0)
+
+
+@float64
+def qc_cdf(s):
+    """`P(S <= s) = [s sqrt(4 - s^2)/2 + 2 arcsin(s/2)] / pi`."""
+    s = jnp.clip(f64(s), 0.0, 2.0)
+    return (s * jnp.sqrt(4 - s * s) / 2 + 2 * jnp.arcsin(s / 2)) / jnp.pi
+
+
+@float64
+def s_kappa(kappa):
+    """Lower edge of the top-`kappa` part of the quarter circle: `int_{s_kappa}^2 rho_qc = kappa`."""
+    kappa = f64(kappa)
+    return 2 * jnp.cos(_phi(kappa))
+
+
+@float64
+def F(kappa):
+    """Fraction of the squared Gaussian width kept at rank `kappa d`: `(2 phi - sin(4 phi)/2)/pi`."""
+    phi = _phi(f64(kappa))
+    return (2 * phi - jnp.sin(4 * phi) / 2) / jnp.pi
+
+
+@float64
+def truncated_density(s, kappa):
+    """Density of the top-`kappa` singular values: `rho_qc(s) / kappa` on `[s_kappa, 2]`."""
+    s, kappa = f64(s), f64(kappa)
+    return jnp.where(s >= s_kappa(kappa), qc_density(s) / kappa, 0.0)
+
+
+@float64
+def qc_sample(key, n: int, kappa=1.0):
+    """`n` draws from the quarter circle truncated to its top `kappa` (kappa=1: the full law),
+    by inverting the mass above `s`."""
+    kappa = f64(kappa)
+    u = jax.random.uniform(key, (n,), jnp.float64) * kappa
+    return 2 * jnp.cos(jax.vmap(_phi)(u))
+
+
+@float64
+def product_spectrum(key, d: int, p: int, *, samples: int = 4, kappa: float = 1.0):
+    """Finite-`p/d` prediction: singular values / sqrt(d) of `U^T E` (`d x p` Gaussian factors,
+    the shape of `sum_mu a_mu u_mu e_mu^T`), normalised to `|W|_F^2 = d^2 F(kappa)` after keeping
+    the top `m = round(kappa d)`. Returns `samples * m` values."""
+    m = max(1, round(kappa * d))
+
+    def one(k):
+        ku, ke = jax.random.split(k)
+        U = jax.random.normal(ku, (p, d), jnp.float64)
+        E = jax.random.normal(ke, (p, d), jnp.float64)
+        s = jnp.linalg.svd(U.T @ E, compute_uv=False)[:m]
+        return s * jnp.sqrt(d * d * F(kappa) / jnp.sum(s * s)) / jnp.sqrt(d)
+
+    return jax.vmap(one)(jax.random.split(key, samples)).ravel()
