@@ -1,0 +1,91 @@
+"""`jaxmem theory ...` subcommands."""
+
+from __future__ import annotations
+
+import math
+
+
+def _emit(a, obj, text):
+    from .._cli import _print_json
+
+    if a.json:
+        _print_json(obj)
+    else:
+        print(text)
+
+
+def _capacity(a):
+    from ._capacity import capacity
+
+    if not (a.p >= 2):
+        raise ValueError(f"p must be >= 2 (or inf), got {a.p}")
+    c = capacity(a.p if math.isinf(a.p) else float(a.p), a.kappa, a.margin, samples=a.samples)
+    out = dict(p=a.p if math.isfinite(a.p) else "inf", kappa=a.kappa, margin=a.margin,
+               alpha_c=float(c.alpha_c), alpha_c_se=float(c.alpha_c_se),
+               E_dist2=float(c.e_dist2) if math.isfinite(c.e_dist2) else None)
+    _emit(a, out, f"alpha_c(p={a.p:g}, kappa={a.kappa}) = {out['alpha_c']:.4f} +- {out['alpha_c_se']:.4f}"
+          + (f"   E dist^2 = {out['E_dist2']:.4f}" if out["E_dist2"] is not None else "   (asymptote F(kappa)/2)"))
+
+
+def _saddle(a):
+    from ._replica import STATUS, saddle
+
+    if a.p != int(a.p):
+        raise ValueError(f"p must be an integer >= 2, got {a.p}")
+    s = saddle(a.alpha, int(a.p), a.margin, samples=a.samples)
+    out = dict(alpha=a.alpha, p=int(a.p), margin=a.margin, alpha_G=float(s.alpha_G),
+               q=_num(s.q), free_entropy=_num(s.free_entropy), residual=_num(s.residual),
+               status=STATUS[int(s.status)], steps=int(s.steps))
+    _emit(a, out, "  ".join(f"{k}={v}" for k, v in out.items()))
+
+
+def _num(x):
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _hebbian(a):
+    from ._hebbian import hebbian, hebbian_asymptotic
+
+    h = hebbian(a.d, a.p, a.problem)
+    out = dict(d=a.d, p=a.p, problem=a.problem, alpha=a.p * math.log(a.p) / a.d**2,
+               accuracy=float(h.accuracy), accuracy_se=float(h.accuracy_se),
+               p_all_stored=float(h.p_all_stored),
+               accuracy_asymptotic=float(hebbian_asymptotic(a.d, a.p)))
+    _emit(a, out, "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in out.items()))
+
+
+def _listwise(a):
+    from ._listwise import kappa_r, listwise_alpha_c
+
+    out = dict(r=a.r, kappa_r=float(kappa_r(a.r)), alpha_G_c=float(listwise_alpha_c(a.r)))
+    _emit(a, out, f"r={a.r}  kappa_r={out['kappa_r']:.4f}  alpha_G_c={out['alpha_G_c']:.4f}")
+
+
+def add_theory_commands(sub):
+    from .._cli import _float
+
+    th = sub.add_parser("theory", help="theory predictions (float64)")
+    ts = th.add_subparsers(dest="theory_cmd", required=True, parser_class=type(th))
+    c = ts.add_parser("capacity", help="alpha_c(p, kappa) = ln p F(kappa) / E dist^2")
+    c.add_argument("--p", type=_float, required=True, help="number of associations, or inf")
+    c.add_argument("--kappa", type=float, default=1.0)
+    c.add_argument("--margin", type=float, default=0.0)
+    c.add_argument("--samples", type=int, default=131_072)
+    c.set_defaults(func=_capacity)
+    s = ts.add_parser("saddle", help="RS saddle point q*(alpha) at load alpha = p ln p / d^2")
+    s.add_argument("--alpha", type=float, required=True)
+    s.add_argument("--p", type=float, required=True)
+    s.add_argument("--margin", type=float, default=0.0)
+    s.add_argument("--samples", type=int, default=256)
+    s.set_defaults(func=_saddle)
+    h = ts.add_parser("hebbian", help="finite-size Hebbian accuracy and P(all stored)")
+    h.add_argument("--d", type=int, required=True)
+    h.add_argument("--p", type=int, required=True)
+    h.add_argument("--problem", default="op", choices=["op", "dp"])
+    h.set_defaults(func=_hebbian)
+    lw = ts.add_parser("listwise", help="tail-average-margin capacity alpha_G,c(r)")
+    lw.add_argument("--r", type=float, required=True)
+    lw.set_defaults(func=_listwise)
+    for sp in (c, s, h, lw):
+        sp.add_argument("--json", action="store_true")

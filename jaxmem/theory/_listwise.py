@@ -1,0 +1,34 @@
+"""Listwise (tail-average margin) retrieval, Barnfield et al. arXiv 2605.05189 (science.md 2.6).
+
+The target must beat the mean of its top `k = ceil(r (p-1))` competitors; the capacity in
+`p / d^2` is `alpha_G,c(r) = 1 / E[(kappa_r - G)_+^2]` with `kappa_r = phi(Phi^{-1}(1-r)) / r`
+(the mean of a standard Gaussian above its `1-r` quantile), and in closed form
+`E[(k - G)_+^2] = (k^2 + 1) Phi(k) + k phi(k)`.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax.scipy.special import ndtr, ndtri
+
+from ._common import f64, float64
+
+
+def _pdf(x):
+    return jnp.exp(-0.5 * x * x) / jnp.sqrt(2 * jnp.pi)
+
+
+@float64
+def kappa_r(r):
+    """Mean of `G ~ N(0,1)` above its `(1-r)` quantile."""
+    r = f64(r)
+    return _pdf(ndtri(1 - r)) / r
+
+
+@float64
+def listwise_alpha_c(r):
+    """`alpha_G,c(r) = 1 / E[(kappa_r - G)_+^2]`, `r in (0, 1]`."""
+    if isinstance(r, (int, float)) and not (0 < r <= 1):
+        raise ValueError(f"r must be in (0, 1], got {r!r}")
+    k = kappa_r(r)
+    return 1.0 / ((k * k + 1) * ndtr(k) + k * _pdf(k))

@@ -1,0 +1,50 @@
+"""Predicted laws of the normalised target and best-competitor scores (science.md 2.4).
+
+Optimal memory at capacity: the scores of input `mu` are the projection of `z ~ N(0, I_p)` onto
+`C_p(0)`; its target coordinate is the water level `t(z)` (or `z_1` when it already wins), the
+best competitor equals `t` when pooled. Hebbian: target `x` from `_hebbian.target_samples`, best
+competitor the maximum of `p-1` i.i.d. `N(0, sigma^2)` (sigma = 1 in the DP, sigma_OP in the OP).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from ._capacity import DEFAULT_TOP, project, top_order_stats
+from ._common import default_key, float64
+from ._hebbian import target_samples
+
+
+class ScoreLaw(eqx.Module):
+    target: jax.Array  # samples
+    best: jax.Array  # samples
+    threshold: jax.Array  # sqrt(2 ln p)
+
+    def summary(self) -> dict:
+        f = lambda x: float(x)
+        return dict(target_mean=f(self.target.mean()), target_std=f(self.target.std()),
+                    best_mean=f(self.best.mean()), best_std=f(self.best.std()),
+                    threshold=f(self.threshold))
+
+
+@float64
+def optimal_scores(p, *, key=None, samples: int = 100_000, top: int = DEFAULT_TOP) -> ScoreLaw:
+    """Scores of the optimal memory at capacity: the target coordinate of `proj_{C_p}(z)`."""
+    k1, k2 = jax.random.split(default_key(key))
+    z1 = jax.random.normal(k1, (samples,), jnp.float64)
+    comps = top_order_stats(k2, p - 1, top + 1, (samples,))
+    pr = project(z1, comps)
+    return ScoreLaw(pr.target, pr.best, jnp.sqrt(2 * jnp.log(jnp.float64(p))))
+
+
+@float64
+def hebbian_scores(d: int, p: int, problem: str = "op", *, key=None, samples: int = 100_000) -> ScoreLaw:
+    """Scores of the Hebbian memory at finite `(d, p)`, in units of `|W e_mu|`."""
+    k1, k2 = jax.random.split(default_key(key))
+    x, sigma = target_samples(k1, d, p, samples)
+    best = top_order_stats(k2, p - 1, 1, (samples,))[:, 0]
+    if problem == "op":
+        best = best * sigma
+    return ScoreLaw(x, best, jnp.sqrt(2 * jnp.log(jnp.float64(p))))
