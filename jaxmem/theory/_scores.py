@@ -11,6 +11,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._capacity import DEFAULT_TOP, project, top_order_stats
 from ._common import default_key, float64
@@ -23,10 +24,10 @@ class ScoreLaw(eqx.Module):
     threshold: jax.Array  # sqrt(2 ln p)
 
     def summary(self) -> dict:
-        f = lambda x: float(x)
-        return dict(target_mean=f(self.target.mean()), target_std=f(self.target.std()),
-                    best_mean=f(self.best.mean()), best_std=f(self.best.std()),
-                    threshold=f(self.threshold))
+        t, b = np.asarray(self.target), np.asarray(self.best)
+        return dict(target_mean=float(t.mean()), target_std=float(t.std()),
+                    best_mean=float(b.mean()), best_std=float(b.std()),
+                    threshold=float(self.threshold))
 
 
 @float64

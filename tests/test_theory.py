@@ -1,0 +1,241 @@
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, special, stats
+
+import jaxmem as jm
+from jaxmem import theory as th
+
+
+# ---------------------------------------------------------------- capacity (2.1)
+
+
+def test_order_statistics_match_brute_force(x64):
+    """Top-3 of n=200 normals: sampled directly vs sorting full samples (5 standard errors)."""
+    n, m = 200, 20000
+    top = np.asarray(th.top_order_stats(jax.random.key(0), n, 3, (m,)))
+    full = -np.sort(-np.asarray(jax.random.normal(jax.random.key(1), (m, n))), axis=1)[:, :3]
+    se = np.sqrt(top.var(0) / m + full.var(0) / m)
+    assert np.all(np.abs(top.mean(0) - full.mean(0)) < 5 * se)
+
+
+def test_projection_is_the_nearest_point_of_the_cone(x64):
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        z = rng.normal(size=12)
+        comps = -np.sort(-z[1:])
+        pr = th.project(z[0], np.append(comps, -np.inf))
+        k, t = int(pr.k), float(pr.target)
+        proj = np.concatenate([[t], np.where(np.arange(11) < k, t, comps)])
+        assert proj[0] >= proj[1:].max() - 1e-12  # feasible
+        d2 = np.sum((proj - np.concatenate([[z[0]], comps])) ** 2)
+        assert abs(d2 - float(pr.dist2)) < 1e-10
+        for _ in range(200):  # no feasible point is closer
+            y = proj + 0.3 * rng.normal(size=12)
+            y[0] = max(y[0], y[1:].max())
+            assert np.sum((y - np.concatenate([[z[0]], comps])) ** 2) >= d2 - 1e-12
+
+
+def test_closed_form_target_average_matches_sampling(x64):
+    """Integrating z_1 exactly (Rao-Blackwell) agrees with sampling z_1, p = 50."""
+    key = jax.random.key(2)
+    comps = th.top_order_stats(key, 49, 50, (40000,))
+    exact, _ = th.dist2_given_competitors(comps)
+    z1 = jax.random.normal(jax.random.key(3), (40000,), jnp.float64)
+    sampled = th.project(z1, comps).dist2
+    se = float(jnp.sqrt(sampled.var() / 40000))
+    assert abs(float(exact.mean() - sampled.mean())) < 5 * se
+
+
+def test_e_dist2_against_brute_force_full_vectors(x64):
+    p, m = 30, 100000
+    z = np.asarray(jax.random.normal(jax.random.key(4), (m, p), jnp.float64))
+    comps = -np.sort(-z[:, 1:], axis=1)
+    brute = th.project(z[:, 0], np.concatenate([comps, -np.inf * np.ones((m, 1))], 1)).dist2
+    mean, se, inc = th.e_dist2(p, samples=100000)
+    tol = 5 * math.hypot(float(se), float(brute.std()) / math.sqrt(m))
+    assert abs(float(mean) - float(brute.mean())) < tol
+    assert float(inc) == 0.0
+
+
+def test_alpha_c_defaults_precision_determinism_and_range():
+    ps = np.logspace(1, 12, 6)
+    cs = [th.capacity(float(p)) for p in ps]
+    for c in cs:
+        assert float(c.alpha_c_se) < 0.002
+        assert float(c.incomplete) < 1e-12
+    a = np.array([float(c.alpha_c) for c in cs])
+    assert np.all(np.diff(a) < 0) and np.all(a > 0.5)
+    assert float(th.alpha_c(1e4)) == float(th.alpha_c(1e4))
+    assert float(th.alpha_c(1e4, key=jax.random.key(9))) != float(th.alpha_c(1e4))
+
+
+def test_alpha_c_tends_to_one_half():
+    """alpha_c(p) - 1/2 decays like log log p / log p: it keeps shrinking out to p = 1e200
+    and (alpha_c - 1/2) ln p / ln ln p stays bounded."""
+    ps = [1e3, 1e6, 1e12, 1e24, 1e50, 1e100, 1e200]
+    ex = np.array([float(th.alpha_c(p, samples=20000)) - 0.5 for p in ps])
+    assert np.all(np.diff(ex) < 0) and ex[-1] < 0.03 and ex[-1] > 0
+    ratio = ex * np.log(ps) / np.log(np.log(ps))
+    assert ratio.max() / ratio.min() < 2.0
+    assert float(th.capacity(math.inf).alpha_c) == 0.5
+
+
+# ---------------------------------------------------------------- rank (2.2, 2.3)
+
+
+def test_quarter_circle_closed_forms_vs_quadrature(x64):
+    for kappa in (0.1, 0.37, 0.5, 0.9, 1.0):
+        s = float(th.s_kappa(kappa))
+        mass = integrate.quad(lambda x: math.sqrt(4 - x * x) / math.pi, s, 2)[0]
+        second = integrate.quad(lambda x: x * x * math.sqrt(4 - x * x) / math.pi, s, 2)[0]
+        assert abs(mass - kappa) < 1e-9
+        assert abs(second - float(th.F(kappa))) < 1e-9
+        u = np.linspace(0, 1, 200001)  # x = 2 - (2 - s) u^2 removes the edge singularity
+        x = 2 - (2 - s) * u**2
+        norm = np.trapezoid(np.asarray(th.truncated_density(x, kappa)) * 2 * (2 - s) * u, u)
+        assert abs(norm - 1) < 1e-6
+    for x in (0.4, 1.3, 1.9):
+        ref = integrate.quad(lambda t: math.sqrt(4 - t * t) / math.pi, 0, x)[0]
+        assert abs(float(th.qc_cdf(x)) - ref) < 1e-9
+        assert abs(float(th.qc_density(x)) - math.sqrt(4 - x * x) / math.pi) < 1e-12
+
+
+def test_quarter_circle_sampler_ks(x64):
+    s = np.asarray(th.qc_sample(jax.random.key(0), 20000))
+    assert stats.kstest(s, lambda x: np.asarray(th.qc_cdf(x))).pvalue > 1e-3
+    st = np.asarray(th.qc_sample(jax.random.key(1), 20000, kappa=0.3))
+    lo = float(th.s_kappa(0.3))
+    assert st.min() >= lo - 1e-12
+    cdf = lambda x: (np.asarray(th.qc_cdf(x)) - float(th.qc_cdf(lo))) / 0.3
+    assert stats.kstest(st, cdf).pvalue > 1e-3
+
+
+def test_grad_alpha_c_wrt_kappa_matches_finite_differences(x64):
+    f = lambda k: th.alpha_c(1e4, kappa=k, samples=20000)
+    for k in (0.3, 0.7):
+        g = float(jax.grad(f)(k))
+        h = 1e-5
+        fd = (float(f(k + h)) - float(f(k - h))) / (2 * h)
+        assert abs(g - fd) < 1e-6 * max(1, abs(fd))
+
+
+def test_inverse_problem_kappa_for_target_capacity(x64):
+    """Newton by autodiff: the kappa at which a two-layer memory reaches alpha_c = 0.5 at p=1e4."""
+    f = lambda k: th.alpha_c(1e4, kappa=k, samples=20000) - 0.5
+    k = 0.5
+    for _ in range(20):
+        k = k - float(f(k)) / float(jax.grad(f)(k))
+    assert abs(float(f(k))) < 1e-10 and 0 < k < 1
+
+
+# ---------------------------------------------------------------- saddle point (2.1)
+
+
+def test_log_zout_matches_quadrature(x64):
+    rng = np.random.default_rng(0)
+    for V in (1.0, 0.1, 1e-3, 1e-5):
+        om = rng.normal(size=15) * math.sqrt(1 - V)
+        a = (om[0] - om[1:]) / math.sqrt(V)
+        lg = lambda x: stats.norm.logpdf(x) + special.log_ndtr(a + x).sum()
+        xs = np.linspace(-60, 2000, 1_000_001)
+        vals = stats.norm.logpdf(xs) + special.log_ndtr(a[None, :] + xs[:, None]).sum(1)
+        m = vals.max()
+        ref = m + math.log(np.trapezoid(np.exp(vals - m), xs))
+        assert abs(float(th.log_zout(jnp.asarray(om), V)) - ref) < 1e-6 * max(1, abs(ref))
+
+
+def test_saddle_vmap_equals_loop_and_reports_failure(x64):
+    alphas = jnp.array([0.2, 0.5, 3.0])
+    kw = dict(p=50, samples=64)
+    vm = jax.vmap(lambda a: th.saddle(a, **kw))(alphas)
+    for i, a in enumerate(alphas):
+        one = th.saddle(float(a), **kw)
+        if int(one.status) == 0:
+            assert abs(float(one.q) - float(vm.q[i])) < 1e-10
+        assert int(one.status) == int(vm.status[i])
+    assert list(np.asarray(vm.status[:2])) == [0, 0]
+    assert int(vm.status[2]) != 0  # far above capacity: reported, not raised
+
+
+def test_saddle_q_to_one_at_gardner_capacity(x64):
+    """q* -> 1 where alpha_G E||g||^2 hits the cone distance: with the same frozen samples, the
+    load where 1 - q* vanishes equals ln p / mean dist^2(z_i)."""
+    p, n = 100, 128
+    key = jax.random.key(11)
+    z = np.asarray(jax.random.normal(key, (n, p), jnp.float64))
+    comps = -np.sort(-z[:, 1:], axis=1)
+    d2 = th.project(z[:, 0], np.concatenate([comps, -np.inf * np.ones((n, 1))], 1)).dist2
+    a_c = math.log(p) / float(d2.mean())
+    path = th.saddle_path(a_c * np.array([0.5, 0.8, 0.9, 0.95, 0.98, 0.99]), p, key=key, samples=n)
+    q = np.asarray(path.q)
+    assert np.all(np.asarray(path.status) == 0)
+    assert np.all(np.diff(q) > 0) and 1 - q[-1] < 0.01
+    # 1 - q ~ c (a_c - a) near capacity: extrapolate the last two points to 1 - q = 0
+    a = a_c * np.array([0.98, 0.99])
+    slope = (1 - q[-1] - (1 - q[-2])) / (a[1] - a[0])
+    a0 = a[1] - (1 - q[-1]) / slope
+    assert abs(a0 / a_c - 1) < 0.01
+    assert int(th.saddle(1.05 * a_c, p, key=key, samples=n).status) != 0
+
+
+def test_saddle_implicit_gradients_match_finite_differences(x64):
+    kw = dict(p=60, samples=64)
+    for a in (0.3, 0.7):
+        gq = float(jax.grad(lambda x: th.saddle(x, **kw).q)(a))
+        gf = float(jax.grad(lambda x: th.saddle(x, **kw).free_entropy)(a))
+        h = 1e-5
+        fdq = (float(th.saddle(a + h, **kw).q) - float(th.saddle(a - h, **kw).q)) / (2 * h)
+        fdf = (float(th.saddle(a + h, **kw).free_entropy) - float(th.saddle(a - h, **kw).free_entropy)) / (2 * h)
+        assert abs(gq - fdq) < 1e-5 * max(1, abs(fdq))
+        assert abs(gf - fdf) < 1e-5 * max(1, abs(fdf))
+
+
+# ---------------------------------------------------------------- Hebbian (2.5), scores (2.4)
+
+
+@pytest.mark.parametrize("d", [32, 64])
+def test_hebbian_accuracy_vs_simulation(d):
+    """DP: the finite-size law is exact, so simulation agrees within 5 standard errors of the
+    simulated mean accuracy. OP: independent-competitor approximation, within 0.03."""
+    for alpha in (0.2, 0.3):
+        p = jm.p_from_alpha(d, alpha)
+        for problem in ("op", "dp"):
+            tasks = jm.make_tasks(jax.random.key(d), n=32, d=d, p=p, problem=problem)
+            acc = np.asarray(jax.vmap(jm.metrics)(jm.hebbian(tasks), tasks).stored).mean(1)
+            pred = float(th.hebbian(d, p, problem).accuracy)
+            if problem == "dp":
+                assert abs(acc.mean() - pred) < 5 * acc.std() / math.sqrt(32) + 2e-3
+            else:
+                assert abs(acc.mean() - pred) < 0.03
+    assert float(th.hebbian_asymptotic(32, 72)) > 0.89  # science.md: the asymptote is badly off
+
+
+def test_optimal_score_law_sits_below_threshold():
+    law = th.optimal_scores(1000, samples=20000)
+    s = law.summary()
+    assert s["target_mean"] < s["threshold"] and s["target_std"] < 1.0
+    heb = th.hebbian_scores(32, 72, "dp", samples=20000).summary()
+    assert heb["target_std"] > s["target_std"]
+
+
+# ---------------------------------------------------------------- listwise (2.6)
+
+
+def test_listwise_closed_form_vs_integration(x64):
+    for r in (0.01, 0.1, 0.5, 1.0):
+        k = float(th.kappa_r(r))
+        q = stats.norm.ppf(1 - r)
+        mean_tail = integrate.quad(lambda g: g * stats.norm.pdf(g), q, np.inf)[0] / r
+        assert abs(k - mean_tail) < 1e-8
+        e = integrate.quad(lambda g: (k - g) ** 2 * stats.norm.pdf(g), -np.inf, k)[0]
+        assert abs(float(th.listwise_alpha_c(r)) - 1 / e) < 1e-8
+
+
+def test_theory_outputs_are_float64_without_global_flag():
+    assert not jax.config.jax_enable_x64
+    assert th.alpha_c(100.0, samples=1000).dtype == jnp.float64
+    assert jm.make_task(jax.random.key(0), d=4, p=5).inputs.dtype == jnp.float32

@@ -1,0 +1,104 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxmem as jm
+
+
+@pytest.mark.parametrize("problem", ["op", "dp"])
+def test_stores_all_at_alpha_03_d24(problem):
+    d = 24
+    tasks = jm.make_tasks(jax.random.key(0), n=8, d=d, p=jm.p_from_alpha(d, 0.3), problem=problem)
+    run = jm.train(jm.FullRank, tasks, progress=False)
+    assert run.all_stored.all(), run.accuracy
+    assert all(s is not None for s in run.steps_to_store)
+    assert not run.diverged.any()
+
+
+def test_vmapped_equals_loop_of_single_runs():
+    d, p, n = 16, jm.p_from_alpha(16, 0.8), 4
+    tasks = jm.make_tasks(jax.random.key(1), n=n, d=d, p=p)
+    lrs = np.array([0.01, 0.03, 0.05, 0.1])
+    batch = jm.train(jm.FullRank, tasks, lr=lrs, steps=600, chunk=50, progress=False)
+    for i in range(n):
+        one = jax.tree.map(lambda x: x[i : i + 1], tasks)
+        single = jm.train(jm.FullRank, one, lr=lrs[i], steps=600, chunk=64, progress=False)
+        assert single.steps_to_store[0] == batch.steps_to_store[i]
+        assert single.all_stored[0] == batch.all_stored[i]
+        assert single.accuracy[0] == batch.accuracy[i]
+        np.testing.assert_allclose(single.final_loss[0], batch.final_loss[i], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(single.model.W[0], batch.model.W[i], rtol=1e-3, atol=1e-4)
+
+
+def test_factored_kappa1_matches_full_rank():
+    d = 24
+    for alpha, expect in ((0.3, True), (1.4, False)):
+        tasks = jm.make_tasks(jax.random.key(2), n=4, d=d, p=jm.p_from_alpha(d, alpha))
+        full = jm.train(jm.FullRank, tasks, progress=False)
+        fac = jm.train(jm.Factored, tasks, kappa=1.0, progress=False)
+        np.testing.assert_array_equal(full.all_stored, fac.all_stored)
+        assert full.all_stored.all() == expect
+
+
+def test_divergence_is_detected_and_never_stored():
+    tasks = jm.make_tasks(jax.random.key(3), n=2, d=8, p=40)
+    run = jm.train(jm.FullRank, tasks, lr=1e38, steps=50, init_scale=1e30, progress=False)
+    assert run.diverged.all()
+    assert not run.all_stored.any()
+    assert run.steps_to_store == [None, None]
+
+
+def test_same_seed_same_numbers():
+    tasks = jm.make_tasks(jax.random.key(4), n=2, d=8, p=30, problem="dp")
+    a = jm.train(jm.FullRank, tasks, steps=100, progress=False)
+    b = jm.train(jm.FullRank, jm.make_tasks(jax.random.key(4), n=2, d=8, p=30, problem="dp"), steps=100,
+                 progress=False)
+    np.testing.assert_array_equal(a.model.W, b.model.W)
+
+
+def test_metrics_and_hebbian_scores_match_theory():
+    """Hebbian DP: normalised competitor scores are exactly N(0, 1) given W e_mu; the normalised
+    target's mean and spread match jaxmem.theory's finite-size law (tolerance: 5 standard errors
+    of the simulated mean, 10% on the spread)."""
+    d, p, n = 32, 72, 32
+    tasks = jm.make_tasks(jax.random.key(5), n=n, d=d, p=p, problem="dp")
+    W = jm.hebbian(tasks)
+    met = jax.vmap(jm.metrics)(W, tasks)
+    S = jax.vmap(lambda w, t: jm.dense_scores(w.project(t.inputs, precision=jax.lax.Precision.HIGHEST), t))(W, tasks)
+    sigma = np.linalg.norm(np.asarray(jax.vmap(lambda w, t: w.project(t.inputs))(W, tasks)), axis=-1)
+    Z = np.asarray(S) / sigma[..., None]
+    comp = Z[:, ~np.eye(p, dtype=bool)]
+    assert abs(comp.mean()) < 5 / np.sqrt(comp.size / p)  # correlated within a row
+    assert abs(comp.std() - 1) < 0.02
+    tgt = np.asarray(met.target).ravel()
+    th = jm.theory.hebbian(d, p, "dp")
+    assert abs(tgt.mean() - float(th.target_mean)) < 5 * tgt.std() / np.sqrt(tgt.size)
+    assert abs(tgt.std() / float(th.target_std) - 1) < 0.1
+    np.testing.assert_allclose(np.diagonal(Z, axis1=1, axis2=2), np.asarray(met.target), rtol=1e-4)
+    assert met.singular_values.shape == (n, d)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(d=1, p=5), dict(d=8, p=1), dict(d=8, p=5, problem="xp"), dict(d=8, p=5, embedding="cube"),
+     dict(d=2.5, p=5)],
+)
+def test_invalid_tasks_raise(kwargs):
+    with pytest.raises(ValueError):
+        jm.make_task(jax.random.key(0), **kwargs)
+
+
+def test_invalid_training_knobs_raise():
+    tasks = jm.make_tasks(jax.random.key(0), n=1, d=8, p=10)
+    for bad in (dict(lr=0.0), dict(lr=-1.0), dict(lr=float("nan")), dict(init_scale=0.0), dict(steps=-1)):
+        with pytest.raises(ValueError):
+            jm.train(jm.FullRank, tasks, progress=False, **bad)
+    for kappa in (0.0, 1.5, -0.2):
+        with pytest.raises(ValueError, match="kappa"):
+            jm.train(jm.Factored, tasks, kappa=kappa, progress=False)
+    for alpha in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="alpha"):
+            jm.p_from_alpha(8, alpha)
+    with pytest.raises(ValueError, match="model"):
+        jm.train("mlp", tasks, progress=False)
