@@ -67,7 +67,7 @@ def test_console_script_exit_code():
 @pytest.mark.parametrize(
     "args,keys",
     [
-        (["theory", "capacity", "--p", "1000", "--samples", "20000"], ["p", "kappa", "alpha_c", "alpha_c_se", "E_dist2"]),
+        (["theory", "capacity", "--p", "1000", "--se-target", "0.01"], ["p", "kappa", "alpha_c", "alpha_c_se", "E_dist2"]),
         (["theory", "capacity", "--p", "inf", "--kappa", "0.5"], ["alpha_c"]),
         (["theory", "saddle", "--alpha", "0.3", "--p", "100", "--samples", "64"],
          ["alpha", "p", "q", "free_entropy", "residual", "status", "steps"]),

@@ -64,6 +64,8 @@ def test_e_dist2_against_brute_force_full_vectors(x64):
 def test_alpha_c_defaults_precision_determinism_and_range():
     ps = np.logspace(1, 12, 6)
     cs = [th.capacity(float(p)) for p in ps]
+    traced = jax.jit(th.capacity)(jnp.asarray(ps[1]))  # traced p: fixed top, same law
+    assert abs(float(traced.alpha_c) - float(cs[1].alpha_c)) < 5 * 0.002
     for c in cs:
         assert float(c.alpha_c_se) < 0.002
         assert float(c.incomplete) < 1e-12
@@ -77,7 +79,7 @@ def test_alpha_c_tends_to_one_half():
     """alpha_c(p) - 1/2 decays like log log p / log p: it keeps shrinking out to p = 1e200
     and (alpha_c - 1/2) ln p / ln ln p stays bounded."""
     ps = [1e3, 1e6, 1e12, 1e24, 1e50, 1e100, 1e200]
-    ex = np.array([float(th.alpha_c(p, samples=20000)) - 0.5 for p in ps])
+    ex = np.array([float(th.alpha_c(p, se_target=0.003)) - 0.5 for p in ps])
     assert np.all(np.diff(ex) < 0) and ex[-1] < 0.03 and ex[-1] > 0
     ratio = ex * np.log(ps) / np.log(np.log(ps))
     assert ratio.max() / ratio.min() < 2.0
@@ -115,7 +117,7 @@ def test_quarter_circle_sampler_ks(x64):
 
 
 def test_grad_alpha_c_wrt_kappa_matches_finite_differences(x64):
-    f = lambda k: th.alpha_c(1e4, kappa=k, samples=20000)
+    f = lambda k: th.alpha_c(1e4, kappa=k, se_target=0.01)
     for k in (0.3, 0.7):
         g = float(jax.grad(f)(k))
         h = 1e-5
@@ -125,7 +127,7 @@ def test_grad_alpha_c_wrt_kappa_matches_finite_differences(x64):
 
 def test_inverse_problem_kappa_for_target_capacity(x64):
     """Newton by autodiff: the kappa at which a two-layer memory reaches alpha_c = 0.5 at p=1e4."""
-    f = lambda k: th.alpha_c(1e4, kappa=k, samples=20000) - 0.5
+    f = lambda k: th.alpha_c(1e4, kappa=k, se_target=0.01) - 0.5
     k = 0.5
     for _ in range(20):
         k = k - float(f(k)) / float(jax.grad(f)(k))
@@ -237,5 +239,5 @@ def test_listwise_closed_form_vs_integration(x64):
 
 def test_theory_outputs_are_float64_without_global_flag():
     assert not jax.config.jax_enable_x64
-    assert th.alpha_c(100.0, samples=1000).dtype == jnp.float64
+    assert th.alpha_c(100.0, se_target=0.05).dtype == jnp.float64
     assert jm.make_task(jax.random.key(0), d=4, p=5).inputs.dtype == jnp.float32

@@ -20,7 +20,7 @@ from jax.scipy.special import ndtr, ndtri
 from ._common import default_key, f64, float64
 from ._spectra import F
 
-DEFAULT_SAMPLES = 131_072
+DEFAULT_SE = 0.0015
 DEFAULT_TOP = 128
 _BLOCK = 8192
 
@@ -76,17 +76,6 @@ def project(z1, top, margin=0.0) -> Projection:
     return Projection(tk, best_raw - margin, k, dist2, complete)
 
 
-class Capacity(eqx.Module):
-    """`alpha_c` with its Monte Carlo standard error, `E dist^2` and its error, and the fraction
-    of samples whose projection needed more than the sampled order statistics (should be 0)."""
-
-    alpha_c: jax.Array
-    alpha_c_se: jax.Array
-    e_dist2: jax.Array
-    e_dist2_se: jax.Array
-    incomplete: jax.Array
-
-
 def _check_p(p):
     if isinstance(p, (int, float)) and not (p >= 2):
         raise ValueError(f"p must be >= 2 (or inf), got {p!r}")
@@ -119,13 +108,16 @@ def dist2_given_competitors(top, margin=0.0):
     Q = jnp.concatenate([zeros, jnp.cumsum(yf[..., :K] ** 2, axis=-1)], axis=-1)
     n = jnp.arange(K + 1, dtype=jnp.float64) + 1.0
     b = jnp.where(jnp.isfinite(y), n * yf - S, -jnp.inf)  # b_k, k = 0..K
-    hi = jnp.concatenate([jnp.full_like(b[..., :1], jnp.inf), b[..., :K]], axis=-1)
-    lo = b
-    pdf = lambda x: jnp.where(jnp.isfinite(x), jnp.exp(-0.5 * jnp.where(jnp.isfinite(x), x, 0.0) ** 2), 0.0) / jnp.sqrt(2 * jnp.pi)
-    xpdf = lambda x: jnp.where(jnp.isfinite(x), jnp.where(jnp.isfinite(x), x, 0.0) * pdf(x), 0.0)
-    m0 = ndtr(hi) - ndtr(lo)
-    m1 = pdf(lo) - pdf(hi)
-    m2 = m0 + xpdf(lo) - xpdf(hi)
+    # Gaussian partial moments on [b_k, b_{k-1}), b_{-1} = inf: evaluate at each b once, shift.
+    fin = jnp.isfinite(b)
+    bf = jnp.where(fin, b, 0.0)
+    cdf = jnp.where(fin, ndtr(bf), 0.0)
+    pdf = jnp.where(fin, jnp.exp(-0.5 * bf * bf) / jnp.sqrt(2 * jnp.pi), 0.0)
+    xpdf = bf * pdf
+    shift = lambda x, top: jnp.concatenate([jnp.full_like(x[..., :1], top), x[..., :K]], axis=-1)
+    m0 = shift(cdf, 1.0) - cdf
+    m1 = pdf - shift(pdf, 0.0)
+    m2 = m0 + xpdf - shift(xpdf, 0.0)
     c2 = 1.0 - 1.0 / n
     c1 = -2.0 * S / n
     c0 = Q - S**2 / n
@@ -134,58 +126,95 @@ def dist2_given_competitors(top, margin=0.0):
 
 
 @float64
-def e_dist2(p, margin=0.0, *, key=None, samples: int = DEFAULT_SAMPLES, top: int | None = None):
-    """`E_z dist(z, C_p(margin))^2` and its standard error; cost independent of `p`.
+def e_dist2(p, margin=0.0, *, key=None, samples: int = 65_536, top: int | None = None):
+    """`E_z dist(z, C_p(margin))^2` from `samples` competitor draws (rounded up to blocks of
+    8192), and its standard error; cost independent of `p`.
 
     Competitors: `top + 1` sampled order statistics; the target field is integrated exactly.
     Returns `(mean, se, incomplete)`, `incomplete` the neglected probability mass.
     """
     _check_p(p)
     _check_margin(margin)
-    return _e_dist2(default_key(key), f64(p), f64(margin), samples, _top(p, top))
+    nb = -(-samples // _BLOCK)
+    return _e_dist2(default_key(key), f64(p), f64(margin), f64(1.0), f64(0.0), _top(p, top), nb, nb)
 
 
 def _top(p, top):
     """Order statistics to sample: the projection pools about 2 ln p competitors, so 128
-    suffice up to p ~ 1e12 (neglected mass < 1e-17); a concrete larger p gets 4.5 ln p."""
+    suffice up to p ~ 1e12 (neglected mass < 1e-17); a concrete larger p gets 4.5 ln p, and a
+    concrete p <= 17 needs only 16 (two sizes share all compilations)."""
     if top is not None:
         return int(top)
-    if isinstance(p, (int, float)) and p > 1e12:
-        return max(DEFAULT_TOP, math.ceil(4.5 * math.log(p)))
+    if isinstance(p, (int, float)):
+        if p > 1e12:
+            return max(DEFAULT_TOP, math.ceil(4.5 * math.log(p)))
+        return 16 if p <= 17 else DEFAULT_TOP
     return DEFAULT_TOP
 
 
-@functools.partial(jax.jit, static_argnums=(3, 4))
-def _e_dist2(key, p, margin, samples, top):
-    # Blocks of at most _BLOCK samples bound the memory (also under vmap over p).
-    nb = -(-samples // _BLOCK)
-    size = -(-samples // nb)
+@functools.partial(jax.jit, static_argnums=(5, 6, 7))
+def _e_dist2(key, p, margin, scale, se_target, top, min_blocks, max_blocks):
+    """Blocks of _BLOCK samples until the standard error of `scale / E` falls below
+    `se_target` (at least `min_blocks`, at most `max_blocks`); memory stays one block."""
 
     def block(i):
-        comps = top_order_stats(jax.random.fold_in(key, i), p - 1, top + 1, (size,))
+        comps = top_order_stats(jax.random.fold_in(key, i), p - 1, top + 1, (_BLOCK,))
         e, inc = dist2_given_competitors(comps, margin)
         return e.sum(), (e * e).sum(), inc.sum()
 
-    s1, s2, si = jax.tree.map(jnp.sum, jax.lax.map(block, jnp.arange(nb)))
-    n = nb * size
-    mean = s1 / n
-    var = jnp.maximum(s2 / n - mean**2, 0.0) * n / (n - 1)
-    return mean, jnp.sqrt(var / n), si / n
+    def stats(c):
+        i, s1, s2, si = c
+        n = i * _BLOCK
+        mean = s1 / n
+        se = jnp.sqrt(jnp.maximum(s2 / n - mean**2, 0.0) / (n - 1))
+        return mean, se, si / n
+
+    def cond(c):
+        mean, se, _ = stats(c)
+        return (c[0] < min_blocks) | ((c[0] < max_blocks) & (scale * se / mean**2 > se_target))
+
+    def body(c):
+        b = block(c[0])
+        return (c[0] + 1, c[1] + b[0], c[2] + b[1], c[3] + b[2])
+
+    z = jnp.zeros((), jnp.float64)
+    return stats(jax.lax.while_loop(cond, body, (jnp.array(0, jnp.int32), z, z, z)))
+
+
+class Capacity(eqx.Module):
+    """`alpha_c` with its Monte Carlo standard error, `E dist^2` and its error, and the
+    probability mass neglected by sampling only the top order statistics (should be ~0)."""
+
+    alpha_c: jax.Array
+    alpha_c_se: jax.Array
+    e_dist2: jax.Array
+    e_dist2_se: jax.Array
+    incomplete: jax.Array
 
 
 @float64
-def capacity(p, kappa=1.0, margin=0.0, *, key=None, samples: int = DEFAULT_SAMPLES,
-             top: int | None = None) -> Capacity:
+def capacity(p, kappa=1.0, margin=0.0, *, key=None, se_target: float = DEFAULT_SE,
+             max_samples: int = 2**21, top: int | None = None) -> Capacity:
     """`alpha_c(p, kappa) = ln(p) F(kappa) / E dist^2` (in the load `p ln p / d^2`), with errors.
-    `p = inf` gives the asymptote `F(kappa) / 2`."""
+
+    Samples competitor order statistics in blocks until the standard error of `alpha_c` is
+    below `se_target` (or `max_samples` are used). `p = inf` gives the asymptote `F(kappa)/2`.
+    """
     _check_p(p)
     _check_kappa(kappa)
-    Fk = F(f64(kappa))
-    if isinstance(p, float) and math.isinf(p):
+    _check_margin(margin)
+    if isinstance(p, (int, float)) and math.isinf(p):
         z = jnp.zeros(())
-        return Capacity(Fk / 2, z, jnp.inf * jnp.ones(()), z, z)
-    mean, se, inc = e_dist2(p, margin, key=key, samples=samples, top=top)
-    a = jnp.log(f64(p)) * Fk / mean
+        return Capacity(F(f64(kappa)) / 2, z, jnp.inf * jnp.ones(()), z, z)
+    return _capacity(default_key(key), f64(p), f64(kappa), f64(margin), f64(se_target),
+                     _top(p, top), -(-max_samples // _BLOCK))
+
+
+@functools.partial(jax.jit, static_argnums=(5, 6))
+def _capacity(key, p, kappa, margin, se_target, top, max_blocks):
+    scale = jnp.log(p) * F(kappa)
+    mean, se, inc = _e_dist2(key, p, margin, scale, se_target, top, 1, max_blocks)
+    a = scale / mean
     return Capacity(a, a * se / mean, mean, se, inc)
 
 

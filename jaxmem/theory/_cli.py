@@ -19,7 +19,7 @@ def _capacity(a):
 
     if not (a.p >= 2):
         raise ValueError(f"p must be >= 2 (or inf), got {a.p}")
-    c = capacity(a.p if math.isinf(a.p) else float(a.p), a.kappa, a.margin, samples=a.samples)
+    c = capacity(a.p if math.isinf(a.p) else float(a.p), a.kappa, a.margin, se_target=a.se_target)
     out = dict(p=a.p if math.isfinite(a.p) else "inf", kappa=a.kappa, margin=a.margin,
                alpha_c=float(c.alpha_c), alpha_c_se=float(c.alpha_c_se),
                E_dist2=float(c.e_dist2) if math.isfinite(c.e_dist2) else None)
@@ -71,7 +71,7 @@ def add_theory_commands(sub):
     c.add_argument("--p", type=_float, required=True, help="number of associations, or inf")
     c.add_argument("--kappa", type=float, default=1.0)
     c.add_argument("--margin", type=float, default=0.0)
-    c.add_argument("--samples", type=int, default=131_072)
+    c.add_argument("--se-target", type=float, default=0.0015, help="standard error to reach on alpha_c")
     c.set_defaults(func=_capacity)
     s = ts.add_parser("saddle", help="RS saddle point q*(alpha) at load alpha = p ln p / d^2")
     s.add_argument("--alpha", type=float, required=True)

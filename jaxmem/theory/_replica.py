@@ -26,7 +26,7 @@ from jax.scipy.special import log_ndtr
 from ._common import default_key, f64, float64
 
 DEFAULT_SAMPLES = 256
-DEFAULT_NODES = 24
+DEFAULT_NODES = 16
 
 STATUS = {0: "success", 1: "max_steps", 2: "nonfinite", 3: "no_solution"}
 
@@ -56,7 +56,7 @@ def log_zout(omega, V, margin=0.0, *, nodes: int = DEFAULT_NODES):
         d2 = -jnp.sum(r * (a0 + xi + r)) - 1.0
         return xi - d1 / d2, None
 
-    xi0, _ = jax.lax.scan(newton, jnp.maximum(-jnp.min(a0), 0.0), None, length=12)
+    xi0, _ = jax.lax.scan(newton, jnp.maximum(-jnp.min(a0), 0.0), None, length=8)
     r = mills(a0 + xi0)
     s = 1.0 / jnp.sqrt(jnp.sum(r * (a0 + xi0 + r)) + 1.0)
     xi0, s = jax.lax.stop_gradient(xi0), jax.lax.stop_gradient(s)
