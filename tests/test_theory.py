@@ -64,7 +64,8 @@ def test_e_dist2_against_brute_force_full_vectors(x64):
 def test_alpha_c_defaults_precision_determinism_and_range():
     ps = np.logspace(1, 12, 6)
     cs = [th.capacity(float(p)) for p in ps]
-    traced = jax.jit(th.capacity)(jnp.asarray(ps[1]))  # traced p: fixed top, same law
+    with jax.enable_x64(True):  # transformations run under x64 (README)
+        traced = jax.jit(th.capacity)(jnp.asarray(ps[1]))  # traced p: fixed top, same law
     assert abs(float(traced.alpha_c) - float(cs[1].alpha_c)) < 5 * 0.002
     for c in cs:
         assert float(c.alpha_c_se) < 0.002
