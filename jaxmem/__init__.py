@@ -2,7 +2,7 @@
 
 from . import theory
 from ._loss import Scores, cross_entropy, dense_ce, dense_scores, stream_ce
-from ._metrics import Metrics, metrics
+from ._metrics import Metrics, ensemble_metrics, metrics
 from ._models import Factored, FullRank, hebbian, rank_of
 from ._tasks import Task, dp_candidates, load, make_task, make_tasks, p_from_alpha
 from ._train import Run, train

@@ -11,7 +11,7 @@ import time
 import jax
 import numpy as np
 
-from ._metrics import metrics
+from ._metrics import ensemble_metrics
 from ._models import MODELS, hebbian, rank_of
 from ._tasks import EMBEDDINGS, PROBLEMS, check_choice, check_int, load, make_tasks, p_from_alpha
 from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, train
@@ -61,7 +61,7 @@ def run_experiment(
     t = time.perf_counter()
     tasks = make_tasks(jax.random.key(seed0), n=seeds, d=d, p=p, problem=problem, embedding=embedding)
     if model == "hebbian":
-        met = jax.vmap(metrics)(hebbian(tasks), tasks)
+        met = ensemble_metrics(hebbian(tasks), tasks)
         stored = np.asarray(met.stored)
         out = dict(
             accuracy=stored.mean(axis=1).tolist(),

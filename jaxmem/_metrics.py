@@ -49,3 +49,9 @@ def metrics(model, task: Task) -> Metrics:
         best=sc.best / sigma,
         singular_values=jnp.linalg.svd(model.weight(), compute_uv=False),
     )
+
+
+def ensemble_metrics(models, tasks: Task, *, batch_size: int = 8) -> Metrics:
+    """`metrics` over a leading ensemble axis, `batch_size` instances at a time (bounds the
+    memory of the streaming evaluation of large DP tasks)."""
+    return jax.lax.map(lambda mt: metrics(*mt), (models, tasks), batch_size=batch_size)

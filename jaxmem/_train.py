@@ -20,7 +20,7 @@ import numpy as np
 import optax
 
 from ._loss import cross_entropy
-from ._metrics import Metrics, metrics
+from ._metrics import Metrics, ensemble_metrics
 from ._models import Factored, FullRank, check_positive, rank_of
 from ._tasks import Task, check_int
 
@@ -185,7 +185,7 @@ def train(
             break
     if bar is not None:
         bar.close()
-    met = jax.vmap(metrics)(state.params, tasks)
+    met = ensemble_metrics(state.params, tasks)
     done = np.asarray(state.done_step)
     diverged = np.asarray(state.diverged)
     finite = np.asarray(jax.vmap(_finite)(state.params))
