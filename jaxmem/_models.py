@@ -88,11 +88,3 @@ def hebbian(task: Task) -> FullRank:
     single task or a batch (leading ensemble axis)."""
     W = jnp.einsum("...pi,...pj->...ij", task.targets, task.inputs, precision=lax.Precision.HIGHEST)
     return FullRank(W)
-
-
-def model_class(name: str):
-    if name == "full":
-        return FullRank
-    if name == "factored":
-        return Factored
-    raise ValueError(f"model must be one of full, factored (hebbian is closed form), got {name!r}")
