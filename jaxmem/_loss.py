@@ -60,60 +60,69 @@ def dense_ce(V, task: Task, *, precision=lax.Precision.DEFAULT):
     return loss, _outcome(lax.stop_gradient(s))
 
 
-def _stream_pass(V, task: Task, block: int, precision):
+def _stream_pass(V, task: Task, block: int, precision, row_block: int | None = None):
+    """One pass over candidate blocks of `block` columns, for row blocks of `row_block` inputs
+    (OP: all rows at once; DP: sized so a generated `(rows, block, d)` candidate block stays
+    near 2^22 floats)."""
     p, d = V.shape
-    nb = -(-p // block)
-    rows = jnp.arange(p)
+    if row_block is None:
+        row_block = p if task.problem == "op" else max(1, min(p, 2**22 // (block * d)))
+    R = int(row_block)
+    nr, nb = -(-p // R), -(-p // block)
+    Vp = jnp.pad(V, ((0, nr * R - p), (0, 0)))
 
-    def body(carry, b):
-        m, l, acc, best = carry
-        cols = b * block + jnp.arange(block)
-        valid = cols < p
-        colc = jnp.minimum(cols, p - 1)
-        if task.problem == "op":
-            C = task.targets[colc]  # (B, d)
-            s = jnp.matmul(V, C.T, precision=precision)
-        else:
-            C = dp_candidates(task, rows[:, None], colc[None, :])  # (p, B, d)
-            s = jnp.einsum("md,mbd->mb", V, C, precision=precision)
-        s = jnp.where(valid[None, :], s, -jnp.inf)
-        m_new = jnp.maximum(m, s.max(axis=1))
-        scale = jnp.exp(m - m_new)
-        e = jnp.exp(s - m_new[:, None])
-        l = l * scale + e.sum(axis=1)
-        if task.problem == "op":
-            acc = acc * scale[:, None] + jnp.matmul(e, C, precision=precision)
-        else:
-            acc = acc * scale[:, None] + jnp.einsum("mb,mbd->md", e, C, precision=precision)
-        is_target = cols[None, :] == rows[:, None]
-        best = jnp.maximum(best, jnp.where(is_target, -jnp.inf, s).max(axis=1))
-        return (m_new, l, acc, best), None
+    def row_pass(r):
+        rows = r * R + jnp.arange(R)
+        Vr = lax.dynamic_slice_in_dim(Vp, r * R, R)
 
-    init = (
-        jnp.full((p,), -jnp.inf, V.dtype),
-        jnp.zeros((p,), V.dtype),
-        jnp.zeros((p, d), V.dtype),
-        jnp.full((p,), -jnp.inf, V.dtype),
-    )
-    (m, l, acc, best), _ = lax.scan(body, init, jnp.arange(nb))
+        def body(carry, b):
+            m, l, acc, best = carry
+            cols = b * block + jnp.arange(block)
+            valid = cols < p
+            colc = jnp.minimum(cols, p - 1)
+            if task.problem == "op":
+                C = task.targets[colc]  # (B, d)
+                s = jnp.matmul(Vr, C.T, precision=precision)
+            else:
+                C = dp_candidates(task, jnp.minimum(rows, p - 1)[:, None], colc[None, :])  # (R, B, d)
+                s = jnp.einsum("md,mbd->mb", Vr, C, precision=precision)
+            s = jnp.where(valid[None, :], s, -jnp.inf)
+            m_new = jnp.maximum(m, s.max(axis=1))
+            scale = jnp.exp(m - m_new)
+            e = jnp.exp(s - m_new[:, None])
+            l = l * scale + e.sum(axis=1)
+            if task.problem == "op":
+                acc = acc * scale[:, None] + jnp.matmul(e, C, precision=precision)
+            else:
+                acc = acc * scale[:, None] + jnp.einsum("mb,mbd->md", e, C, precision=precision)
+            is_target = cols[None, :] == rows[:, None]
+            best = jnp.maximum(best, jnp.where(is_target, -jnp.inf, s).max(axis=1))
+            return (m_new, l, acc, best), None
+
+        init = (jnp.full((R,), -jnp.inf, V.dtype), jnp.zeros((R,), V.dtype),
+                jnp.zeros((R, d), V.dtype), jnp.full((R,), -jnp.inf, V.dtype))
+        return lax.scan(body, init, jnp.arange(nb))[0]
+
+    out = lax.map(row_pass, jnp.arange(nr))
+    m, l, acc, best = (x.reshape((nr * R,) + x.shape[2:])[:p] for x in out)
     target = jnp.sum(V * task.targets, axis=1)
     loss = jnp.mean(m + jnp.log(l) - target)
     grad = (acc / l[:, None] - task.targets) / p
     return loss, grad, Scores(target, best, target > best)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
-def _stream(V, task, block, precision):
-    loss, _, out = _stream_pass(V, task, block, precision)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
+def _stream(V, task, block, precision, row_block):
+    loss, _, out = _stream_pass(V, task, block, precision, row_block)
     return loss, out
 
 
-def _stream_fwd(V, task, block, precision):
-    loss, grad, out = _stream_pass(V, task, block, precision)
+def _stream_fwd(V, task, block, precision, row_block):
+    loss, grad, out = _stream_pass(V, task, block, precision, row_block)
     return (loss, out), grad
 
 
-def _stream_bwd(block, precision, grad, ct):
+def _stream_bwd(block, precision, row_block, grad, ct):
     ct_loss, _ = ct
     return ct_loss * grad, None
 
@@ -121,13 +130,16 @@ def _stream_bwd(block, precision, grad, ct):
 _stream.defvjp(_stream_fwd, _stream_bwd)
 
 
-def stream_ce(V, task: Task, *, block: int = 256, precision=lax.Precision.DEFAULT):
+def stream_ce(V, task: Task, *, block: int = 256, row_block: int | None = None,
+              precision=lax.Precision.DEFAULT):
     """Same value, gradient and `Scores` as `dense_ce`, without the `p x p` matrix.
 
-    Memory: `O(p d)` for OP plus one `(p, block, d)` candidate block for DP.
+    The forward pass accumulates `dL/dV` with the loss (running-max softmax), so the backward
+    pass only scales it: each DP candidate is generated once per step. Memory: `O(p d)` plus a
+    `(p, block)` score block (OP) or a `(row_block, block, d)` candidate block (DP).
     """
     block = int(min(block, task.p))
-    return _stream(V, task, block, precision)
+    return _stream(V, task, block, precision, row_block)
 
 
 # Above this many scores per task the trainer uses the streaming kernel.

@@ -25,6 +25,7 @@ DEFAULT_TOP = 128
 _BLOCK = 8192
 
 
+@float64
 def top_order_stats(key, n, k: int, shape=()):
     """The `k` largest of `n` i.i.d. `N(0, 1)`, in decreasing order (shape `shape + (k,)`).
 
@@ -51,6 +52,7 @@ class Projection(eqx.Module):
     complete: jax.Array
 
 
+@float64
 def project(z1, top, margin=0.0) -> Projection:
     """Project onto `C_p(margin)` given the target field `z1` and the competitors' top order
     statistics `top` (decreasing, last axis; one more than can be pooled, or `-inf` padding).
@@ -91,6 +93,7 @@ def _check_margin(margin):
         raise ValueError(f"margin must be finite and >= 0, got {margin!r}")
 
 
+@float64
 def dist2_given_competitors(top, margin=0.0):
     """`E_{z_1 ~ N(0,1)} dist^2` for fixed competitors, in closed form (Rao-Blackwellised).
 

@@ -36,6 +36,7 @@ def _gh(nodes: int):
     return jnp.asarray(x, jnp.float64), jnp.asarray(np.log(w / np.sqrt(2 * np.pi)), jnp.float64)
 
 
+@float64
 def log_zout(omega, V, margin=0.0, *, nodes: int = DEFAULT_NODES):
     """`ln Z_out(omega, V)`; `omega[0]` is the target field, the rest the competitors."""
     omega, V = f64(omega), f64(V)
@@ -84,6 +85,7 @@ def _q_of_qhat(qhat):
     return 1.0 - one_minus_q, jnp.log(one_minus_q)
 
 
+@float64
 def free_entropy(q, alpha_G, z, margin=0.0, *, nodes: int = DEFAULT_NODES):
     """RS free entropy `phi(q)` for given samples `z`."""
     q = f64(q)

@@ -1,0 +1,295 @@
+"""Resumable sweeps and capacity estimates.
+
+Store layout (`out/`):
+    meta.json                   versions, device, commands run (rewritten atomically)
+    records/<config-id>.jsonl   one JSON line per seed of one config, written atomically
+                                (temp file + rename) once its vmapped ensemble has finished
+
+A config's file either exists whole or not at all, so a run killed at any moment (even
+`kill -9`) and restarted skips what is done and redoes only the unfinished config: the final
+record set equals an uninterrupted run's. Several processes (hosts) may run disjoint slices
+(`shard=(i, n)`) into one shared folder; readers merge every file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._experiment import run_experiment
+from ._models import MODELS, rank_of
+from ._tasks import PROBLEMS, check_choice, check_int, load, p_from_alpha
+from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
+
+RECORD_VERSION = 1
+
+
+def atomic_write(path: str, text: str) -> None:
+    """Write `text` to `path` via a temp file in the same folder and `os.replace`."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def versions() -> dict:
+    import equinox
+    import jax
+    import optax
+
+    from . import __version__
+
+    return dict(jaxmem=__version__, jax=jax.__version__, optax=optax.__version__,
+                equinox=equinox.__version__, numpy=np.__version__, python=platform.python_version())
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Training knobs shared by every config of a sweep."""
+
+    steps: int = DEFAULT_STEPS
+    lr: float = DEFAULT_LR
+    init_scale: float = DEFAULT_INIT_SCALE
+    seeds: int = 8
+    seed0: int = 0
+    embedding: str = "gaussian"
+
+
+def make_config(*, d, p, problem, model, kappa, knobs: Knobs) -> dict:
+    """Canonical config dict (the record's identity). Validates every field."""
+    d = check_int("d", d, 2)
+    p = check_int("p", p, 2)
+    check_choice("problem", problem, PROBLEMS)
+    check_choice("model", model, MODELS)
+    if model == "factored":
+        kappa = rank_of(d, kappa=kappa) / d
+    elif kappa not in (None, 1, 1.0):
+        raise ValueError(f"kappa applies to the factored model only, got kappa={kappa}")
+    else:
+        kappa = 1.0
+    hebb = model == "hebbian"
+    return dict(d=d, p=p, problem=problem, model=model, kappa=kappa,
+                steps=0 if hebb else knobs.steps, lr=0.0 if hebb else knobs.lr,
+                init_scale=0.0 if hebb else knobs.init_scale, seeds=knobs.seeds, seed0=knobs.seed0,
+                embedding=knobs.embedding)
+
+
+def config_id(cfg: dict) -> str:
+    return hashlib.sha1(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Store:
+    """A sweep output folder: cached configs, atomic records, merged reading."""
+
+    def __init__(self, out: str):
+        self.out = out
+        self.records_dir = os.path.join(out, "records")
+        os.makedirs(self.records_dir, exist_ok=True)
+
+    def path(self, cfg: dict) -> str:
+        return os.path.join(self.records_dir, config_id(cfg) + ".jsonl")
+
+    def done(self, cfg: dict) -> bool:
+        return os.path.exists(self.path(cfg))
+
+    def load(self, cfg: dict) -> list[dict]:
+        with open(self.path(cfg)) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def get_or_run(self, cfg: dict, *, progress: bool = False, detail: bool = True) -> list[dict]:
+        """The records of `cfg`: read if finished, else run its ensemble and write atomically."""
+        if self.done(cfg):
+            return self.load(cfg)
+        recs = run_records(cfg, progress=progress, detail=detail)
+        atomic_write(self.path(cfg), "".join(json.dumps(r, allow_nan=False) + "\n" for r in recs))
+        return recs
+
+    def records(self) -> list[dict]:
+        """Every finished record in the folder (all processes' slices merged)."""
+        out = []
+        for name in sorted(os.listdir(self.records_dir)):
+            if name.endswith(".jsonl"):
+                with open(os.path.join(self.records_dir, name)) as f:
+                    out += [json.loads(line) for line in f if line.strip()]
+        return out
+
+    def note_command(self, argv: list[str]) -> None:
+        import jax
+
+        path = os.path.join(self.out, "meta.json")
+        meta = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                meta = json.load(f)
+        meta.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+        meta["record_version"] = RECORD_VERSION
+        meta["versions"] = versions()
+        meta["device"] = dict(platform=jax.devices()[0].platform, kind=jax.devices()[0].device_kind,
+                              count=jax.device_count())
+        meta.setdefault("commands", []).append(dict(argv=argv, pid=os.getpid(),
+                                                    at=time.strftime("%Y-%m-%dT%H:%M:%S%z")))
+        atomic_write(path, json.dumps(meta, indent=1))
+
+
+def _finite_list(x):
+    return [float(v) if math.isfinite(v) else None for v in np.asarray(x, np.float64).ravel()]
+
+
+def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> list[dict]:
+    """Run one config's vmapped ensemble; one record per seed, config embedded."""
+    res = run_experiment(
+        d=cfg["d"], p=cfg["p"], problem=cfg["problem"], model=cfg["model"],
+        kappa=cfg["kappa"] if cfg["model"] == "factored" else None, seeds=cfg["seeds"], seed0=cfg["seed0"],
+        steps=cfg["steps"] or DEFAULT_STEPS, lr=cfg["lr"] or DEFAULT_LR,
+        init_scale=cfg["init_scale"] or DEFAULT_INIT_SCALE, embedding=cfg["embedding"],
+        progress=progress, keep_metrics=detail,
+    )
+    met = res.get("_metrics")
+    recs = []
+    for s in range(cfg["seeds"]):
+        r = dict(v=RECORD_VERSION, id=config_id(cfg), config=cfg, seed=s, alpha=load(cfg["d"], cfg["p"]),
+                 accuracy=res["accuracy"][s], all_stored=bool(res["all_stored"][s]),
+                 steps_to_store=res["steps_to_store"][s], diverged=bool(res["diverged"][s]),
+                 final_loss=res["final_loss"][s], seconds=res["seconds"] / cfg["seeds"])
+        if met is not None:
+            r["target_score"] = _finite_list(met.target[s])
+            r["best_score"] = _finite_list(met.best[s])
+            r["singular_values"] = _finite_list(met.singular_values[s])
+        recs.append(r)
+    return recs
+
+
+# ---------------------------------------------------------------- grids and sweeps
+
+
+def parse_grid(spec: list[str]) -> list[float]:
+    """`["START:STOP:N"]` (linear grid, N points) or a list of numbers."""
+    if len(spec) == 1 and ":" in spec[0]:
+        parts = spec[0].split(":")
+        if len(parts) != 3:
+            raise ValueError(f"a grid is START:STOP:N, got {spec[0]!r}")
+        a, b, n = float(parts[0]), float(parts[1]), int(parts[2])
+        if n < 1:
+            raise ValueError(f"grid needs N >= 1, got {n}")
+        return list(np.linspace(a, b, n)) if n > 1 else [a]
+    return [float(x) for x in spec]
+
+
+@dataclass
+class SweepSpec:
+    ds: list[int]
+    problems: list[str] = field(default_factory=lambda: ["op"])
+    models: list[str] = field(default_factory=lambda: ["full"])
+    kappas: list[float] = field(default_factory=lambda: [1.0])
+    alphas: list[float] | None = None
+    ps: list[int] | None = None
+    knobs: Knobs = Knobs()
+
+    def configs(self) -> list[dict]:
+        if (self.alphas is None) == (self.ps is None):
+            raise ValueError("give exactly one of alphas and ps")
+        out, seen = [], set()
+        for d in self.ds:
+            ps = self.ps if self.ps is not None else [p_from_alpha(d, a) for a in self.alphas]
+            for problem in self.problems:
+                for model in self.models:
+                    for kappa in (self.kappas if model == "factored" else [None]):
+                        for p in ps:
+                            cfg = make_config(d=d, p=p, problem=problem, model=model, kappa=kappa, knobs=self.knobs)
+                            if config_id(cfg) not in seen:
+                                seen.add(config_id(cfg))
+                                out.append(cfg)
+        return out
+
+
+def run_sweep(spec: SweepSpec, out: str, *, shard: tuple[int, int] = (0, 1), progress: bool = True,
+              log=sys.stderr) -> Store:
+    """Run every config of `spec` (this process's `shard` of them) into `out`, skipping done ones."""
+    i, n = shard
+    if not (0 <= i < n):
+        raise ValueError(f"shard must be i/n with 0 <= i < n, got {i}/{n}")
+    store = Store(out)
+    cfgs = spec.configs()[i::n]
+    for k, cfg in enumerate(cfgs):
+        cached = store.done(cfg)
+        recs = store.get_or_run(cfg, progress=progress)
+        if log is not None:
+            frac = np.mean([r["all_stored"] for r in recs])
+            print(f"[{k + 1}/{len(cfgs)}] d={cfg['d']} p={cfg['p']} {cfg['problem']} {cfg['model']}"
+                  f" kappa={cfg['kappa']:.2f}: all stored {frac:.2f}{' (cached)' if cached else ''}",
+                  file=log, flush=True)
+    return store
+
+
+def search_capacity(store: Store, *, d: int, problem: str, model: str, kappa=None, knobs: Knobs = Knobs(),
+                    alpha0: float, refine: int = 3, max_bracket: int = 8, progress: bool = False, log=None) -> None:
+    """Adaptive `p` grid around the transition: bracket P(all stored) = 1/2 in `ln p` by steps of
+    15% in `p` from `alpha0`, then bisect `refine` times, then step outwards until a point with >= 3/4 and one with <= 1/4
+    of the seeds storing all anchor the fit. Every point is a cached config, so
+    a rerun (or a resumed run) walks the same path from the records."""
+
+    def frac(p):  # cached configs make repeated calls free
+        cfg = make_config(d=d, p=p, problem=problem, model=model, kappa=kappa, knobs=knobs)
+        cached = store.done(cfg)
+        recs = store.get_or_run(cfg, progress=progress)
+        f = float(np.mean([r["all_stored"] for r in recs]))
+        if log is not None and not cached:
+            print(f"  d={d} {problem} {model} kappa={cfg['kappa']:.2f} p={p} alpha={load(d, p):.3f}:"
+                  f" all stored {f:.2f}", file=log, flush=True)
+        return f
+
+    p = max(2, p_from_alpha(d, alpha0))
+    f = frac(p)
+    step = 1.15 if f >= 0.5 else 1 / 1.15
+    lo = hi = None
+    for _ in range(max_bracket):
+        q = max(2, int(round(p * step)))
+        if q == p:
+            q = p + (1 if step > 1 else -1)
+        if q < 2:
+            break
+        fq = frac(q)
+        if (fq >= 0.5) != (f >= 0.5):
+            lo, hi = (p, q) if p < q else (q, p)
+            break
+        p, f = q, fq
+    if lo is None:
+        return
+    for _ in range(refine):
+        if hi - lo <= 1:
+            break
+        mid = int(round(math.sqrt(lo * hi)))
+        if mid in (lo, hi):
+            break
+        if frac(mid) >= 0.5:
+            lo = mid
+        else:
+            hi = mid
+    # Anchor both tails of the fit: a point where most seeds store (>= 3/4) and one where few do.
+    p_lo, p_hi = lo, hi
+    for _ in range(4):
+        if frac(p_lo) >= 0.75 or p_lo <= 2:
+            break
+        p_lo = max(2, int(round(p_lo / 1.15)))
+    for _ in range(4):
+        if frac(p_hi) <= 0.25:
+            break
+        p_hi = int(round(p_hi * 1.15)) + 1

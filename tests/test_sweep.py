@@ -1,0 +1,123 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from jaxmem._cli import main
+from jaxmem._estimate import _logistic_fit, estimate
+from jaxmem._sweep import Knobs, Store, SweepSpec, atomic_write, parse_grid, run_sweep
+
+SWEEP = ["sweep", "--d", "8", "--alpha", "0.3:1.6:5", "--problem", "op", "dp", "--seeds", "2",
+         "--steps", "200", "--quiet"]
+
+
+def _records(out):
+    recs = Store(out).records()
+    return sorted((json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in recs))
+
+
+def _cli(args):
+    return subprocess.Popen([sys.executable, "-m", "jaxmem._cli", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def test_killed_sweep_resumes_to_the_same_records(tmp_path):
+    ref, cut = str(tmp_path / "ref"), str(tmp_path / "cut")
+    assert _cli(SWEEP + ["--out", ref]).wait() == 0
+    expected = _records(ref)
+    assert len(expected) == 2 * 5 * 2
+    proc = _cli(SWEEP + ["--out", cut])
+    rec_dir = os.path.join(cut, "records")
+    t0 = time.time()
+    while time.time() - t0 < 120:  # kill -9 once some, but not all, configs are written
+        n = len([f for f in os.listdir(rec_dir) if f.endswith(".jsonl")]) if os.path.isdir(rec_dir) else 0
+        if n >= 2:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = _records(cut)
+    assert 0 < len(partial) < len(expected)
+    assert _cli(SWEEP + ["--out", cut]).wait() == 0
+    assert _records(cut) == expected
+    assert _cli(SWEEP + ["--out", cut]).wait() == 0  # a rerun skips everything, adds nothing
+    assert _records(cut) == expected
+
+
+def test_shards_from_two_processes_merge_into_one_folder(tmp_path):
+    """Multi-host path: two concurrent processes, each its slice, one shared folder; the merged
+    records equal a single process's run."""
+    args = ["sweep", "--d", "8", "--alpha", "0.3", "0.6", "0.9", "--seeds", "2", "--steps", "100", "--quiet"]
+    shared, one = str(tmp_path / "shared"), str(tmp_path / "one")
+    procs = [_cli(args + ["--out", shared, "--shard", f"{i}/2"]) for i in range(2)]
+    assert [p.wait() for p in procs] == [0, 0]
+    assert _cli(args + ["--out", one]).wait() == 0
+    assert _records(shared) == _records(one) and len(_records(one)) == 6
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path):
+    path = str(tmp_path / "f.json")
+    atomic_write(path, "old")
+
+
+    with pytest.raises(TypeError):
+        atomic_write(path, 123)  # write fails midway
+    with open(path) as f:
+        assert f.read() == "old"
+    assert [f for f in os.listdir(tmp_path) if f.startswith(".tmp")] == []
+
+
+def test_parse_grid():
+    assert parse_grid(["0.3:1.2:4"]) == pytest.approx([0.3, 0.6, 0.9, 1.2])
+    assert parse_grid(["0.5", "0.7"]) == [0.5, 0.7]
+    with pytest.raises(ValueError):
+        parse_grid(["1:2"])
+
+
+def test_logistic_fit_recovers_transition():
+    rng = np.random.default_rng(0)
+    x = np.repeat(np.log(np.arange(50, 150, 10)), 200)
+    true = 1 / (1 + np.exp(-(-8.0 * (x - np.log(100)))))
+    y = (rng.random(x.size) < true).astype(float)
+    c0, c1 = _logistic_fit(x, y)
+    assert abs(np.exp(-c0 / c1) - 100) < 3
+
+
+def test_capacity_json_rows(tmp_path, capsys):
+    out = str(tmp_path / "c")
+    spec = SweepSpec(ds=[8], problems=["op"], alphas=[0.4, 0.9, 1.4, 1.9], knobs=Knobs(seeds=4, steps=300))
+    run_sweep(spec, out, progress=False, log=None)
+    assert main(["capacity", out, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    row = obj["rows"][0]
+    for k in ("p_c", "alpha_c", "ci_low", "ci_high", "theory_alpha_c", "n_runs"):
+        assert k in row
+    assert row["n_runs"] == 16 and row["ci_low"] <= row["alpha_c"] <= row["ci_high"]
+    rows = estimate(Store(out).records())
+    assert rows[0]["alpha_c"] == pytest.approx(row["alpha_c"])
+
+
+def test_capacity_of_empty_folder_exits_2(tmp_path, capsys):
+    assert main(["capacity", str(tmp_path)]) == 2
+
+
+def test_demo_writes_report_with_six_figures(tmp_path, capsys):
+    """The demo pipeline end to end at toy size (the full demo is timed in the README)."""
+    out = str(tmp_path / "demo")
+    rc = main(["demo", "--out", out, "--ds", "8", "--factored-d", "8", "--seeds", "2", "--steps", "300",
+               "--quiet", "--json"])
+    assert rc == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert os.path.exists(obj["report"])
+    for i in range(1, 7):
+        assert any(f.startswith(f"fig{i}_") and f.endswith(".png") for f in os.listdir(out))
+        assert any(f.startswith(f"fig{i}_") and f.endswith(".pdf") for f in os.listdir(out))
+    with open(obj["report"]) as f:
+        text = f.read()
+    assert "| d | problem | model |" in text and "## OP against DP" in text
+    assert main(["capacity", out, "--json"]) == 0
