@@ -49,9 +49,7 @@ def _table(rows, cols):
 
 
 def _add_train_knobs(sp):
-    sp.add_argument("--problem", default="op", choices=["op", "dp"])
-    sp.add_argument("--model", default="full", choices=["full", "factored", "hebbian"])
-    sp.add_argument("--kappa", type=float, default=None, help="rank m = kappa d (factored only)")
+    """Seeds and training knobs, shared by train, sweep and demo."""
     sp.add_argument("--seeds", type=int, default=8)
     sp.add_argument("--seed0", type=int, default=0)
     sp.add_argument("--steps", type=int, default=None)
@@ -118,6 +116,9 @@ def build_parser():
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--p", type=int)
     g.add_argument("--alpha", type=float, help="load p ln p / d^2")
+    sp.add_argument("--problem", default="op", choices=["op", "dp"])
+    sp.add_argument("--model", default="full", choices=["full", "factored", "hebbian"])
+    sp.add_argument("--kappa", type=float, default=None, help="rank m = kappa d (factored only)")
     _add_train_knobs(sp)
     sp.add_argument("--quiet", action="store_true")
     sp.add_argument("--json", action="store_true")
