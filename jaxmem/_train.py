@@ -22,6 +22,7 @@ import optax
 from ._loss import cross_entropy
 from ._metrics import Metrics, ensemble_metrics
 from ._models import Factored, FullRank, check_positive, rank_of
+from ._parallel import ensemble_mesh, pad_to, shard_ensemble, unpad
 from ._tasks import Task, check_int
 
 # Defaults chosen by the measurements in README "Training defaults".
@@ -88,14 +89,17 @@ def _step(cfg: _Config, task: Task, state: TrainState, t):
 
 
 @eqx.filter_jit
-def _chunk(cfg: _Config, tasks: Task, state: TrainState, t0):
-    def one(task, st):
-        def body(st, t):
-            return _step(cfg, task, st, t), None
+def _chunk(cfg: _Config, mesh, tasks: Task, state: TrainState, t0):
+    def ensemble(tasks, state, t0):
+        def one(task, st):
+            def body(st, t):
+                return _step(cfg, task, st, t), None
 
-        return jax.lax.scan(body, st, t0 + jnp.arange(cfg.chunk))[0]
+            return jax.lax.scan(body, st, t0 + jnp.arange(cfg.chunk))[0]
 
-    return jax.vmap(one)(tasks, state)
+        return jax.vmap(one)(tasks, state)
+
+    return shard_ensemble(ensemble, mesh, 2)(tasks, state, t0)
 
 
 @eqx.filter_jit
@@ -145,6 +149,8 @@ def train(
     stream: bool | None = None,
     block: int = 256,
     progress: bool = True,
+    early_stop: bool = True,
+    devices=None,
 ) -> Run:
     """Train one memory per task in the batch `tasks` (leading axis `n`) with `optimizer`
     (an optax constructor taking `learning_rate`, Adam by default) on the mean softmax
@@ -152,6 +158,9 @@ def train(
 
     `lr` is a scalar or one learning rate per instance. `model` is `FullRank` or `Factored`
     (rank from `m` or `kappa`); the initialisation is drawn from each task's `init_key`.
+    The ensemble is spread over `devices` (default: all local devices; padded to a multiple of
+    their number). `early_stop=False` runs the whole budget even when every instance is done
+    (for benchmarks: frozen instances still compute their step).
     """
     steps = check_int("steps", steps, 0)
     chunk = check_int("chunk", chunk, 1)
@@ -166,7 +175,10 @@ def train(
     rank = rank_of(d, m=m, kappa=kappa) if cls is Factored else d
     cfg = _Config(cls, d, rank, float(init_scale), optimizer, chunk, steps, stream, block)
     t_start = time.perf_counter()
-    state = _init(cfg, tasks, jnp.asarray(lr, jnp.float32))
+    mesh = ensemble_mesh(devices)
+    n_dev = 1 if mesh is None else mesh.size
+    run_tasks, _ = pad_to(tasks, n, n_dev)
+    state = _init(cfg, run_tasks, jnp.asarray(pad_to(jnp.asarray(lr, jnp.float32), n, n_dev)[0]))
     n_chunks = math.ceil((steps + 1) / chunk)
     bar = None
     if progress:
@@ -175,16 +187,17 @@ def train(
         bar = tqdm(total=n_chunks * chunk, unit="step", desc=f"train d={d} p={p} n={n}", leave=False)
     t0 = 0
     for _ in range(n_chunks):
-        state = _chunk(cfg, tasks, state, jnp.asarray(t0))
+        state = _chunk(cfg, mesh, run_tasks, state, jnp.asarray(t0))
         t0 += chunk
-        finished = np.asarray((state.done_step >= 0) | state.diverged)
+        finished = np.asarray((state.done_step >= 0) | state.diverged)[:n]
         if bar is not None:
             bar.update(chunk)
-            bar.set_postfix(stored=f"{int((np.asarray(state.done_step) >= 0).sum())}/{n}")
-        if finished.all():
+            bar.set_postfix(stored=f"{int((np.asarray(state.done_step)[:n] >= 0).sum())}/{n}")
+        if early_stop and finished.all():
             break
     if bar is not None:
         bar.close()
+    state = unpad(state, n)
     met = ensemble_metrics(state.params, tasks)
     done = np.asarray(state.done_step)
     diverged = np.asarray(state.diverged)

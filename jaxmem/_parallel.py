@@ -1,0 +1,52 @@
+"""Spread the ensemble axis over local devices: a 1-D mesh, `shard_map`, padding and masking.
+
+Instances are independent, so each device runs the vmapped step on its slice with no
+communication. An ensemble that does not divide by the device count is padded with copies of
+its last instance, which are dropped from every result.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
+
+AXIS = "ensemble"
+
+
+def ensemble_mesh(devices=None) -> Mesh | None:
+    """A 1-D mesh over `devices` (default: all local devices); None for a single device."""
+    devices = list(jax.local_devices() if devices is None else devices)
+    if len(devices) <= 1:
+        return None
+    return Mesh(np.array(devices), (AXIS,))
+
+
+def pad_to(tree, n: int, multiple: int):
+    """Pad every leaf's leading axis from `n` to a multiple of `multiple` by repeating the last
+    instance; returns the padded tree and the padded size."""
+    m = -(-n // multiple) * multiple
+    if m == n:
+        return tree, n
+    idx = jnp.concatenate([jnp.arange(n), jnp.full((m - n,), n - 1)])
+    return jax.tree.map(lambda x: x[idx], tree), m
+
+
+def unpad(tree, n: int):
+    return jax.tree.map(lambda x: x[:n], tree)
+
+
+def shard_ensemble(fn, mesh: Mesh | None, n_sharded: int):
+    """`fn(*args)` with its first `n_sharded` arguments split along the ensemble axis over
+    `mesh` and the rest replicated; outputs split the same way."""
+    if mesh is None:
+        return fn
+    specs = tuple([P(AXIS)] * n_sharded)
+
+    def wrapped(*args):
+        in_specs = specs + tuple(P() for _ in args[n_sharded:])
+        # check_vma=False: no collectives, and inner scans start from unsharded constants.
+        return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=P(AXIS), check_vma=False)(*args)
+
+    return wrapped
