@@ -16,8 +16,16 @@ AXIS = "ensemble"
 
 
 def ensemble_mesh(devices=None) -> Mesh | None:
-    """A 1-D mesh over `devices` (default: all local devices); None for a single device."""
-    devices = list(jax.local_devices() if devices is None else devices)
+    """A 1-D mesh over `devices`; None for a single device.
+
+    Default: all local accelerators. On the CPU backend the default is one device: simulated
+    host devices (`--xla_force_host_platform_device_count`) share the same cores, and with large
+    per-device batches their concurrent execution was seen to hang (XLA CPU, jax 0.10.1, 2 cores);
+    pass `devices=jax.devices()` to shard over them anyway (the tests do, at small sizes).
+    """
+    if devices is None:
+        devices = [] if jax.default_backend() == "cpu" else jax.local_devices()
+    devices = list(devices)
     if len(devices) <= 1:
         return None
     return Mesh(np.array(devices), (AXIS,))

@@ -158,8 +158,8 @@ def train(
 
     `lr` is a scalar or one learning rate per instance. `model` is `FullRank` or `Factored`
     (rank from `m` or `kappa`); the initialisation is drawn from each task's `init_key`.
-    The ensemble is spread over `devices` (default: all local devices; padded to a multiple of
-    their number). `early_stop=False` runs the whole budget even when every instance is done
+    The ensemble is spread over `devices` (default: all local accelerators, see
+    `ensemble_mesh`; padded to a multiple of their number). `early_stop=False` runs the whole budget even when every instance is done
     (for benchmarks: frozen instances still compute their step).
     """
     steps = check_int("steps", steps, 0)

@@ -52,7 +52,7 @@ def test_trainer_switches_to_streaming_above_threshold(monkeypatch):
 def test_sharded_ensemble_equals_single_device():
     assert len(jax.devices()) == 2
     tasks = jm.make_tasks(jax.random.key(6), n=3, d=12, p=jm.p_from_alpha(12, 0.8), problem="dp")  # 3: padded
-    two = jm.train(jm.FullRank, tasks, steps=300, progress=False)
+    two = jm.train(jm.FullRank, tasks, steps=300, progress=False, devices=jax.devices())
     one = jm.train(jm.FullRank, tasks, steps=300, progress=False, devices=jax.devices()[:1])
     assert two.steps_to_store == one.steps_to_store
     np.testing.assert_array_equal(two.all_stored, one.all_stored)

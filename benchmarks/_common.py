@@ -1,0 +1,45 @@
+"""Shared helpers for the benchmark scripts: machine facts, result files, matmul peak."""
+
+import json
+import os
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+
+
+def machine() -> dict:
+    return dict(cpus=os.cpu_count(), platform=platform.platform(), python=platform.python_version(),
+                jax=jax.__version__, backend=jax.default_backend(), device=jax.devices()[0].device_kind,
+                n_devices=jax.device_count())
+
+
+def write(name: str, res: dict) -> str:
+    os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
+    path = os.path.join(os.path.dirname(__file__), "results", f"{name}.json")
+    res = dict(machine=machine(), **res)
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+    return path
+
+
+def best_time(fn, *, repeats: int = 5) -> float:
+    """Best wall time of `fn()` over `repeats` calls after one warm-up (fn must block)."""
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def matmul_peak(n: int = 2048, dtype=jnp.float32, precision=None) -> float:
+    """Measured matmul FLOP/s of this machine: best of repeated `n x n @ n x n` products."""
+    k1, k2 = jax.random.split(jax.random.key(0))
+    a = jax.random.normal(k1, (n, n), dtype)
+    b = jax.random.normal(k2, (n, n), dtype)
+    f = jax.jit(lambda a, b: jnp.matmul(a, b, precision=precision))
+    t = best_time(lambda: f(a, b).block_until_ready())
+    return 2 * n**3 / t
