@@ -46,7 +46,6 @@ class _Config(eqx.Module):
     init_scale: float = eqx.field(static=True)
     optimizer: Callable = eqx.field(static=True)
     chunk: int = eqx.field(static=True)
-    steps: int = eqx.field(static=True)
     stream: bool | None = eqx.field(static=True)
     block: int = eqx.field(static=True)
 
@@ -64,18 +63,18 @@ def _finite(tree):
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
-def _step(cfg: _Config, task: Task, state: TrainState, t):
+def _step(cfg: _Config, task: Task, state: TrainState, t, steps):
     def loss_fn(params):
         V = params.project(task.inputs)
         return cross_entropy(V, task, stream=cfg.stream, block=cfg.block)
 
     (loss, sc), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    live = (state.done_step < 0) & ~state.diverged & (t <= cfg.steps)
+    live = (state.done_step < 0) & ~state.diverged & (t <= steps)
     bad = ~(jnp.isfinite(loss) & _finite(grads))
     stored = sc.stored.all() & ~bad
     done_step = jnp.where(live & stored, t, state.done_step)
     diverged = state.diverged | (live & bad)
-    update = live & ~stored & ~bad & (t < cfg.steps)
+    update = live & ~stored & ~bad & (t < steps)
     updates, opt_state = cfg.opt(0.0).update(grads, state.opt_state, state.params)
     params = eqx.apply_updates(state.params, updates)
     keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(update, a, b), new, old)
@@ -89,17 +88,17 @@ def _step(cfg: _Config, task: Task, state: TrainState, t):
 
 
 @eqx.filter_jit
-def _chunk(cfg: _Config, mesh, tasks: Task, state: TrainState, t0):
-    def ensemble(tasks, state, t0):
+def _chunk(cfg: _Config, mesh, tasks: Task, state: TrainState, t0, steps):
+    def ensemble(tasks, state, t0, steps):
         def one(task, st):
             def body(st, t):
-                return _step(cfg, task, st, t), None
+                return _step(cfg, task, st, t, steps), None
 
             return jax.lax.scan(body, st, t0 + jnp.arange(cfg.chunk))[0]
 
         return jax.vmap(one)(tasks, state)
 
-    return shard_ensemble(ensemble, mesh, 2)(tasks, state, t0)
+    return shard_ensemble(ensemble, mesh, 2)(tasks, state, t0, steps)
 
 
 @eqx.filter_jit
@@ -173,7 +172,7 @@ def train(
         raise ValueError(f"lr must be finite and > 0, got {lr.tolist()}")
     cls = _model_class(model)
     rank = rank_of(d, m=m, kappa=kappa) if cls is Factored else d
-    cfg = _Config(cls, d, rank, float(init_scale), optimizer, chunk, steps, stream, block)
+    cfg = _Config(cls, d, rank, float(init_scale), optimizer, chunk, stream, block)
     t_start = time.perf_counter()
     mesh = ensemble_mesh(devices)
     n_dev = 1 if mesh is None else mesh.size
@@ -187,7 +186,7 @@ def train(
         bar = tqdm(total=n_chunks * chunk, unit="step", desc=f"train d={d} p={p} n={n}", leave=False)
     t0 = 0
     for _ in range(n_chunks):
-        state = _chunk(cfg, mesh, run_tasks, state, jnp.asarray(t0))
+        state = _chunk(cfg, mesh, run_tasks, state, jnp.asarray(t0), jnp.asarray(steps))
         t0 += chunk
         finished = np.asarray((state.done_step >= 0) | state.diverged)[:n]
         if bar is not None:
