@@ -12,7 +12,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import theory as th  # noqa: E402
-from ._estimate import group_key  # noqa: E402
 
 
 def _save(fig, out, name):
