@@ -44,14 +44,16 @@ def write_report(out: str) -> tuple[str, list[dict]]:
 
     from . import _plot
 
-    store, recs, rows = capacity_rows(out)
+    store = Store(out)
     key = jax.random.key(0)
     figs = {}
+    # First, as it may add the Hebbian config it compares with: the table then matches
+    # `jaxmem capacity` on the same folder.
+    figs["iv"] = _plot.fig_scores(store.records(), out, store)
+    store, recs, rows = capacity_rows(out)
     figs["i"] = _plot.fig_transition(recs, rows, out)
     figs["ii"] = _plot.fig_capacity_vs_d(rows, out)
     figs["iii"], spectra_notes = _plot.fig_spectra(recs, out, key)
-    figs["iv"] = _plot.fig_scores(recs, out, store)
-    recs = store.records()  # fig_scores may have added the Hebbian config it compares with
     figs["v"] = _plot.fig_kappa(rows, out)
     full = [r for r in rows if r["model"] == "full" and np.isfinite(r["p_c"])]
     p_saddle = int(round(max(r["p_c"] for r in full))) if full else 200
@@ -117,7 +119,7 @@ def write_report(out: str) -> tuple[str, list[dict]]:
     }
     L += ["", "## Spectra", ""] + [f"- {n}" for n in spectra_notes]
     L += ["", "## Figures", ""]
-    for k, name in figs.items():
+    for k, name in sorted(figs.items(), key=lambda kv: ["i", "ii", "iii", "iv", "v", "vi"].index(kv[0])):
         L += [f"![figure {k}]({name})", "", f"*({k})* {caps[k]}", ""]
     path = os.path.join(out, "report.md")
     from ._sweep import atomic_write
