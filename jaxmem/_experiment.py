@@ -13,7 +13,8 @@ import numpy as np
 
 from ._metrics import ensemble_metrics
 from ._models import MODELS, hebbian, rank_of
-from ._tasks import EMBEDDINGS, PROBLEMS, check_choice, check_int, load, make_tasks, p_from_alpha
+from ._tasks import EMBEDDINGS, PROBLEMS, load, make_tasks, p_from_alpha
+from ._validate import check_choice, check_int
 from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, train
 
 

@@ -9,19 +9,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._tasks import Task, check_int
+from ._tasks import Task
+from ._validate import check_int
 
 MODELS = ("full", "factored", "hebbian")
-
-
-def check_positive(name: str, value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return v
 
 
 def rank_of(d: int, *, m: int | None = None, kappa: float | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -21,8 +22,9 @@ def _fmt(x, nd=3):
 
 
 def capacity_rows(out: str):
+    """The sweep records of a folder and their logistic estimates (threshold records aside)."""
     store = Store(out)
-    recs = store.records()
+    recs = [r for r in store.records() if r.get("kind") != "threshold"]
     if not recs:
         raise ValueError(f"no sweep records under {out!r}")
     return store, recs, estimate(recs)
@@ -147,13 +149,7 @@ def _knobs(a, train_knobs):
 def _cmd_sweep(a, train_knobs):
     from ._cli import _print_json
 
-    if a.shard:
-        try:
-            i, n = (int(x) for x in a.shard.split("/"))
-        except ValueError:
-            raise ValueError(f"shard must be i/n, got {a.shard!r}") from None
-    else:
-        i, n = 0, 1
+    i, n = _parse_shard(a.shard)
     spec = SweepSpec(ds=a.d, problems=a.problem, models=a.model, kappas=a.kappa or [1.0],
                      alphas=parse_grid(a.alpha) if a.alpha else None,
                      ps=[int(x) for x in parse_grid(a.p)] if a.p else None, knobs=_knobs(a, train_knobs))
@@ -165,14 +161,98 @@ def _cmd_sweep(a, train_knobs):
         _print_json(dict(out=a.out, configs=len(cfgs[i::n]), records=len(store.records())))
 
 
+def _measurement_points(a) -> list[dict]:
+    from ._measure import point_configs
+    from ._solvers._adam import AdamConfig
+    from ._solvers._decide import DecideConfig
+
+    if a.model == "factored" and not a.kappa:
+        raise ValueError("--kappa is required with --model factored")
+    if a.model == "full" and a.kappa:
+        raise ValueError("--kappa applies to --model factored only")
+    dcfg = DecideConfig(tol=a.tol)
+    acfg = AdamConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale)
+    units = []
+    for d in a.d:
+        for problem in a.problem:
+            for kappa in (a.kappa or [None]):
+                for solver in a.solver:
+                    units += point_configs(d=d, problem=problem, model=a.model, kappa=kappa, solver=solver,
+                                           seeds=a.seeds, seed0=a.seed0, group=a.group, embedding=a.embedding,
+                                           decide_config=dcfg, adam_config=acfg)
+    return units
+
+
+def _print_threshold_rows(rows, file=sys.stdout):
+    print(f"{'d':>4} {'problem':>7} {'model':>8} {'kappa':>5} {'solver':>9} {'seeds':>5} {'p_c':>6} "
+          f"{'alpha_c':>8} {'95% CI':>17} {'theory':>7} {'undecided':>9}", file=file)
+    for r in rows:
+        print(f"{r['d']:>4} {r['problem']:>7} {r['model']:>8} {r['kappa']:>5.2f} {r['solver']:>9} {r['seeds']:>5} "
+              f"{_fmt(r['p_c'], 1):>6} {_fmt(r['alpha_c']):>8} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] "
+              f"{_fmt(r.get('theory_alpha_c')):>7} {r['undecided']:>9}", file=file)
+
+
 def _cmd_capacity(a):
     from ._cli import _print_json
+    from ._measure import adam_vs_certified, compare, measure, threshold_rows
 
-    _, recs, rows = capacity_rows(a.dir)
-    if a.json:
-        _print_json(dict(dir=a.dir, rows=public(rows), op_vs_dp=compare_op_dp(rows)))
+    if (a.dir is None) == (a.d is None):
+        raise ValueError("give a folder to read, or --d to measure (with --out DIR to keep the records)")
+    if a.d is not None:
+        units = _measurement_points(a)
+        if a.plan:
+            print(json.dumps(dict(units=len(units))) if a.json else f"{len(units)} units of work")
+            return
+        store = Store(a.out) if a.out else None
+        if store is not None:
+            store.note_command(sys.argv)
+        shard = _parse_shard(a.shard)
+        recs = measure(units, store=store, shard=shard, log=None if (a.json or a.quiet) else sys.stderr)
+        sweep_rows = []
     else:
-        print_rows(rows)
+        if not os.path.isdir(a.dir):
+            raise ValueError(f"no such folder: {a.dir!r}")
+        store = Store(a.dir)
+        everything = store.records()
+        recs = [r for r in everything if r.get("kind") == "threshold"]
+        sweep = [r for r in everything if r.get("kind") != "threshold"]
+        if not recs and not sweep:
+            raise ValueError(f"no records under {a.dir!r}")
+        sweep_rows = estimate(sweep) if sweep else []
+    rows = threshold_rows(recs)
+    op_dp = [dict(c, model="full", solver=solver) for solver in ("certified", "adam")
+             for c in compare(recs, dict(problem="op", model="full", solver=solver),
+                              dict(problem="dp", model="full", solver=solver))]
+    avc = adam_vs_certified(recs)
+    if a.json:
+        out = dict(rows=rows, op_vs_dp=op_dp, adam_vs_certified=avc)
+        if sweep_rows:
+            out["sweep_rows"] = public(sweep_rows)
+            out["sweep_op_vs_dp"] = compare_op_dp(sweep_rows)
+        _print_json(out)
+        return
+    if rows:
+        _print_threshold_rows(rows)
+    for c in op_dp:
+        print(f"OP - DP ({c['solver']}) at d={c['d']}: {c['diff']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]: "
+              f"{c['verdict']}")
+    for c in avc:
+        print(f"adam vs certified at d={c['d']} {c['problem']} {c['model']}: {c['fraction_below']:.2f} of seeds below, "
+              f"capacity lost {c['lost']:+.4f}")
+    if sweep_rows:
+        print_rows(sweep_rows)
+
+
+def _parse_shard(spec):
+    if not spec:
+        return 0, 1
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise ValueError(f"shard must be i/n, got {spec!r}") from None
+    if not (n >= 1 and 0 <= i < n):
+        raise ValueError(f"shard must be i/n with 0 <= i < n, got {spec!r}")
+    return i, n
 
 
 def _cmd_report(a):
@@ -230,8 +310,25 @@ def add_study_commands(sub, add_train_knobs, train_knobs):
     sw.add_argument("--json", action="store_true")
     sw.set_defaults(func=lambda a: _cmd_sweep(a, train_knobs))
 
-    c = sub.add_parser("capacity", help="capacity estimates from a sweep folder")
-    c.add_argument("dir")
+    c = sub.add_parser("capacity", help="measure certified (or Adam) capacities, or read a folder's records")
+    c.add_argument("dir", nargs="?", default=None, help="a folder of records to read (sweeps or measurements)")
+    c.add_argument("--d", type=int, nargs="+", default=None, help="measure at these dimensions")
+    c.add_argument("--problem", nargs="+", default=["op"], choices=["op", "dp"])
+    c.add_argument("--model", default="full", choices=["full", "factored"])
+    c.add_argument("--kappa", type=float, nargs="+", default=None)
+    c.add_argument("--solver", nargs="+", default=["certified"], choices=["certified", "adam"])
+    c.add_argument("--seeds", type=int, default=64)
+    c.add_argument("--seed0", type=int, default=0)
+    c.add_argument("--group", type=int, default=16, help="seeds per unit of work (one record file)")
+    c.add_argument("--embedding", default="gaussian", choices=["gaussian", "sphere"])
+    c.add_argument("--tol", type=float, default=1e-5, help="tolerance of the unstorable certificate")
+    c.add_argument("--steps", type=int, default=5000, help="Adam step budget")
+    c.add_argument("--lr", type=float, default=3e-2, help="Adam learning rate")
+    c.add_argument("--init-scale", type=float, default=1e-3)
+    c.add_argument("--out", default=None, help="keep the records here (resumable); default: keep nothing")
+    c.add_argument("--shard", default=None, help="i/n: run every n-th unit of work from the i-th")
+    c.add_argument("--plan", action="store_true", help="print the number of units of work and stop")
+    c.add_argument("--quiet", action="store_true")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_cmd_capacity)
 

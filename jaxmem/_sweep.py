@@ -27,14 +27,22 @@ import numpy as np
 
 from ._experiment import run_experiment
 from ._models import MODELS, rank_of
-from ._tasks import PROBLEMS, check_choice, check_int, load, p_from_alpha
+from ._tasks import PROBLEMS, load, p_from_alpha
+from ._validate import check_choice, check_int
 from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
 
 RECORD_VERSION = 1
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str, text: str) -> None:
-    """Write `text` to `path` via a temp file in the same folder and `os.replace`."""
+    """Write `text` to `path` via a temp file in the same folder and `os.replace`, with the
+    permissions a plain `open` would give (0666 less the umask)."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
@@ -43,6 +51,7 @@ def atomic_write(path: str, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -96,39 +105,75 @@ def config_id(cfg: dict) -> str:
     return hashlib.sha1(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def expected_records(cfg: dict) -> int:
+    """How many records (seeds) a config's file must hold."""
+    seeds = cfg["seeds"]
+    return seeds[1] - seeds[0] if isinstance(seeds, list) else int(seeds)
+
+
 class Store:
-    """A sweep output folder: cached configs, atomic records, merged reading."""
+    """A results folder: one atomically written JSON-lines file per config, merged reading.
+
+    Nothing is created until something is written. A file whose lines do not parse, whose
+    records do not carry its config, or whose count is wrong is invalid: its config counts as
+    not done (and is rerun by a run), and readers skip it with a warning naming the file.
+    """
 
     def __init__(self, out: str):
         self.out = out
         self.records_dir = os.path.join(out, "records")
-        os.makedirs(self.records_dir, exist_ok=True)
 
     def path(self, cfg: dict) -> str:
         return os.path.join(self.records_dir, config_id(cfg) + ".jsonl")
 
+    def _read(self, path: str, cfg: dict | None = None) -> list[dict] | None:
+        try:
+            with open(path) as f:
+                recs = [json.loads(line) for line in f if line.strip()]
+        except (OSError, ValueError):
+            return None
+        if not recs or not all(isinstance(r, dict) and "config" in r for r in recs):
+            return None
+        want = recs[0]["config"] if cfg is None else cfg
+        if any(r["config"] != want for r in recs) or len(recs) != expected_records(want) \
+                or os.path.basename(path) != config_id(want) + ".jsonl":
+            return None
+        return recs
+
     def done(self, cfg: dict) -> bool:
-        return os.path.exists(self.path(cfg))
+        return os.path.exists(self.path(cfg)) and self._read(self.path(cfg), cfg) is not None
 
     def load(self, cfg: dict) -> list[dict]:
-        with open(self.path(cfg)) as f:
-            return [json.loads(line) for line in f if line.strip()]
+        recs = self._read(self.path(cfg), cfg)
+        if recs is None:
+            raise ValueError(f"invalid record file {self.path(cfg)}")
+        return recs
+
+    def write(self, cfg: dict, recs: list[dict]) -> None:
+        atomic_write(self.path(cfg), "".join(json.dumps(r, allow_nan=False) + "\n" for r in recs))
 
     def get_or_run(self, cfg: dict, *, progress: bool = False, detail: bool = True) -> list[dict]:
         """The records of `cfg`: read if finished, else run its ensemble and write atomically."""
         if self.done(cfg):
             return self.load(cfg)
         recs = run_records(cfg, progress=progress, detail=detail)
-        atomic_write(self.path(cfg), "".join(json.dumps(r, allow_nan=False) + "\n" for r in recs))
+        self.write(cfg, recs)
         return recs
 
-    def records(self) -> list[dict]:
-        """Every finished record in the folder (all processes' slices merged)."""
+    def records(self, log=sys.stderr) -> list[dict]:
+        """Every valid record in the folder (all processes' files merged)."""
         out = []
+        if not os.path.isdir(self.records_dir):
+            return out
         for name in sorted(os.listdir(self.records_dir)):
             if name.endswith(".jsonl"):
-                with open(os.path.join(self.records_dir, name)) as f:
-                    out += [json.loads(line) for line in f if line.strip()]
+                path = os.path.join(self.records_dir, name)
+                recs = self._read(path)
+                if recs is None:
+                    if log is not None:
+                        print(f"jaxmem: warning: skipping invalid record file {path}", file=log)
+                    continue
+                out += recs
         return out
 
     def note_command(self, argv: list[str]) -> None:

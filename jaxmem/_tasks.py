@@ -16,27 +16,12 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ._validate import check_choice, check_int
+
 PROBLEMS = ("op", "dp")
 EMBEDDINGS = ("gaussian", "sphere")
 # 2**26 float32 = 256 MiB of candidates per task.
 MATERIALISE_LIMIT = 2**26
-
-
-def check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
-        hasattr(value, "dtype") and jnp.issubdtype(value.dtype, jnp.integer)
-    ):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
-    return value
-
-
-def check_choice(name: str, value, choices) -> str:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
-    return value
 
 
 def load(d: int, p: int) -> float:
@@ -64,7 +49,11 @@ def p_from_alpha(d: int, alpha: float) -> int:
 def _embed(key, shape, embedding, dtype):
     x = jax.random.normal(key, shape, dtype)
     if embedding == "sphere":
-        x = x * (math.sqrt(shape[-1]) / jnp.linalg.norm(x, axis=-1, keepdims=True))
+        # normalised in float64 and rounded once: a float32 reduction's rounding depends on the
+        # shape (vectorisation, fused multiply-adds), which would break the nesting in p
+        with jax.enable_x64(True):
+            x64 = x.astype(jnp.float64)
+            x = (x64 * (math.sqrt(shape[-1]) / jnp.linalg.norm(x64, axis=-1, keepdims=True))).astype(dtype)
     return x
 
 
@@ -103,7 +92,8 @@ def dp_candidates(task: Task, mu, rho) -> Float[Array, "... d"]:
         k = jax.random.fold_in(jax.random.fold_in(task.cand_key, m), r)
         return _embed(k, (task.d,), task.embedding, dtype)
 
-    fresh = jax.vmap(one)(mu.ravel(), rho.ravel()).reshape(mu.shape + (task.d,))
+    with jax.threefry_partitionable(True):
+        fresh = jax.vmap(one)(mu.ravel(), rho.ravel()).reshape(mu.shape + (task.d,))
     tgt = task.targets[mu]
     return jnp.where((mu == rho)[..., None], tgt, fresh)
 
@@ -118,19 +108,26 @@ def make_task(
     dtype=jnp.float32,
     materialise_limit: int = MATERIALISE_LIMIT,
 ) -> Task:
-    """A task with `e_mu, u_mu ~ N(0, I_d)` (or normalised to the sphere of radius sqrt(d))."""
+    """A task with `e_mu, u_mu ~ N(0, I_d)` (or normalised to the sphere of radius sqrt(d)).
+
+    Tasks are nested in `p`: with the same key, the task at `p` is the prefix of the task at
+    `p' > p` (inputs, targets and DP candidates), so storability is monotone in `p`.
+    """
     d = check_int("d", d, 2)
     p = check_int("p", p, 2)
     check_choice("problem", problem, PROBLEMS)
     check_choice("embedding", embedding, EMBEDDINGS)
-    k_in, k_out, k_cand, k_init = jax.random.split(key, 4)
-    inputs = _embed(k_in, (p, d), embedding, dtype)
-    targets = _embed(k_out, (p, d), embedding, dtype)
-    task = Task(inputs, targets, k_cand, k_init, None, problem, embedding)
-    if problem == "dp" and p * p * d <= materialise_limit:
-        idx = jnp.arange(p)
-        cands = dp_candidates(task, idx[:, None], idx[None, :])
-        task = eqx.tree_at(lambda t: t.candidates, task, cands, is_leaf=lambda x: x is None)
+    # Partitionable threefry draws element i from counter i, so a (p, d) draw is the prefix of a
+    # (p', d) draw: tasks are nested in p, whatever the user's global flag.
+    with jax.threefry_partitionable(True):
+        k_in, k_out, k_cand, k_init = jax.random.split(key, 4)
+        inputs = _embed(k_in, (p, d), embedding, dtype)
+        targets = _embed(k_out, (p, d), embedding, dtype)
+        task = Task(inputs, targets, k_cand, k_init, None, problem, embedding)
+        if problem == "dp" and p * p * d <= materialise_limit:
+            idx = jnp.arange(p)
+            cands = dp_candidates(task, idx[:, None], idx[None, :])
+            task = eqx.tree_at(lambda t: t.candidates, task, cands, is_leaf=lambda x: x is None)
     return task
 
 

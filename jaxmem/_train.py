@@ -21,9 +21,10 @@ import optax
 
 from ._loss import cross_entropy
 from ._metrics import Metrics, ensemble_metrics
-from ._models import Factored, FullRank, check_positive, rank_of
+from ._models import Factored, FullRank, rank_of
 from ._parallel import ensemble_mesh, pad_to, shard_ensemble, unpad
-from ._tasks import Task, check_int
+from ._tasks import Task
+from ._validate import check_int, check_positive
 
 # Defaults chosen by the measurements in README "Training defaults".
 DEFAULT_STEPS = 5000

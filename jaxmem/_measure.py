@@ -1,0 +1,203 @@
+"""Capacity as a measurement: per-seed thresholds, stored, and estimated with exact CIs.
+
+A measurement point is `(d, problem, model, kappa, solver)` over `seeds` seeds. Seed `s` is the
+nested task `make_task(fold_in(key(seed0), s), p=p_max)` (so seed `s` means the same task at
+every `p`, for either solver). Seeds run in groups of `group`; each group is one unit of work
+whose records (one JSON line per seed: its threshold bracket and every decision tried) are
+written atomically to `records/<id>.jsonl`, so an interrupted measurement resumes where it
+stopped and several processes can share a folder (`shard`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._models import rank_of
+from ._solvers._adam import AdamConfig
+from ._solvers._decide import STATUS, DecideConfig
+from ._sweep import config_id
+from ._tasks import make_task
+from ._threshold import SOLVERS, SearchPlan, default_plan, logistic_cross_check, median_capacity, search_thresholds
+from ._validate import check_choice, check_int
+
+RECORD_VERSION = 1
+KIND = "threshold"
+MODELS = ("full", "factored")
+
+
+def point_configs(*, d: int, problem: str, model: str = "full", kappa: float | None = None,
+                  solver: str = "certified", seeds: int = 64, seed0: int = 0, group: int = 16,
+                  embedding: str = "gaussian", decide_config: DecideConfig = DecideConfig(),
+                  adam_config: AdamConfig = AdamConfig(), plan: SearchPlan | None = None) -> list[dict]:
+    """The units of work (seed groups) of one measurement point, each a canonical config dict
+    (the identity of its record file). Validates every field."""
+    d = check_int("d", d, 2)
+    check_choice("problem", problem, ("op", "dp"))
+    check_choice("model", model, MODELS)
+    check_choice("solver", solver, SOLVERS)
+    check_choice("embedding", embedding, ("gaussian", "sphere"))
+    seeds = check_int("seeds", seeds, 1, 1_000_000)
+    seed0 = check_int("seed0", seed0, 0, 2**31 - 1)
+    group = check_int("group", group, 1)
+    if model == "factored":
+        kappa = rank_of(d, kappa=kappa) / d
+    elif kappa is not None and kappa != 1.0:
+        raise ValueError(f"kappa applies to the factored model only, got kappa={kappa}")
+    else:
+        kappa = 1.0
+    plan = default_plan(d, kappa) if plan is None else plan
+    base = dict(kind=KIND, d=d, problem=problem, model=model, kappa=kappa, solver=solver, seed0=seed0,
+                embedding=embedding, plan=dict(p0=plan.p0, p_max=plan.p_max, step=plan.step, pad=plan.pad),
+                tol=decide_config.tol, max_iter=decide_config.max_iter, memory=decide_config.memory)
+    if solver == "adam":
+        base.update(steps=adam_config.steps, lr=adam_config.lr, init_scale=adam_config.init_scale)
+    return [dict(base, seeds=[s, min(seeds, s + group)]) for s in range(0, seeds, group)]
+
+
+def run_unit(cfg: dict, *, log=None) -> list[dict]:
+    """Search the thresholds of one seed group; one record per seed."""
+    plan = SearchPlan(**cfg["plan"])
+    s0, s1 = cfg["seeds"]
+    key = jax.random.key(cfg["seed0"])
+    tasks = [make_task(jax.random.fold_in(key, s), d=cfg["d"], p=plan.p_max, problem=cfg["problem"],
+                       embedding=cfg["embedding"]) for s in range(s0, s1)]
+    tasks = jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)
+    dcfg = DecideConfig(tol=cfg["tol"], max_iter=cfg["max_iter"], memory=cfg["memory"])
+    acfg = AdamConfig(steps=cfg["steps"], lr=cfg["lr"], init_scale=cfg["init_scale"]) if cfg["solver"] == "adam" \
+        else AdamConfig()
+    rank = rank_of(cfg["d"], kappa=cfg["kappa"]) if cfg["model"] == "factored" else None
+    th = search_thresholds(tasks, plan=plan, solver=cfg["solver"], rank=rank, decide_config=dcfg,
+                           adam_config=acfg, log=log)
+    cid = config_id(cfg)
+    recs = []
+    for j, s in enumerate(range(s0, s1)):
+        recs.append(dict(v=RECORD_VERSION, kind=KIND, id=cid, config=cfg, seed=s,
+                         p_star=int(th.lo[j]), p_hi=int(th.hi[j]), exact=bool(th.exact[j]),
+                         undecided=bool(th.undecided[j]),
+                         decisions=[dict(p=p, status=STATUS[st], margin=_num(m), margin_bound=_num(b), iterations=it)
+                                    for p, st, m, b, it in th.decisions[j]],
+                         seconds=th.seconds / (s1 - s0)))
+    return recs
+
+
+def _num(x):
+    return float(x) if math.isfinite(x) else None
+
+
+# ---------------------------------------------------------------- estimates
+
+
+def point_key(cfg: dict) -> tuple:
+    return (cfg["d"], cfg["problem"], cfg["model"], round(cfg["kappa"], 6), cfg["solver"])
+
+
+def _bootstrap_median_alpha(p_star, d, rng, n_boot=2000):
+    p_star = np.asarray(p_star, float)
+    med = np.median(rng.choice(p_star, (n_boot, p_star.size)), axis=1)
+    return med * np.log(med) / d**2
+
+
+def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -> list[dict]:
+    """One row per measurement point: `p_c`, `alpha_c` with the order-statistic 95% CI, the
+    logistic cross-check, undecided seeds, and the theory `alpha_c(p_c, kappa)`."""
+    groups = defaultdict(dict)
+    for r in records:
+        groups[point_key(r["config"])][r["seed"]] = r  # a seed counted once, whatever the files
+    rows = []
+    for (d, problem, model, kappa, solver), by_seed in sorted(groups.items()):
+        recs = [by_seed[s] for s in sorted(by_seed)]
+        lo = np.array([r["p_star"] for r in recs])
+        hi = np.array([r["p_hi"] for r in recs])
+        est = median_capacity(lo, hi, d)
+        row = dict(d=d, problem=problem, model=model, kappa=kappa, solver=solver, seeds=len(recs), **est,
+                   undecided=int(sum(r["undecided"] for r in recs)), exact=int(sum(r["exact"] for r in recs)),
+                   alpha_logistic=_num(logistic_cross_check(lo, d)),
+                   decisions=int(sum(len(r["decisions"]) for r in recs)),
+                   seconds=float(sum(r["seconds"] for r in recs)))
+        if theory:
+            from . import theory as th
+
+            row["theory_alpha_c"] = float(th.alpha_c(float(est["p_c"]), kappa=float(kappa))) \
+                if math.isfinite(est["p_c"]) and est["p_c"] >= 2 else None
+        rows.append(row)
+    return rows
+
+
+def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int = 2000) -> list[dict]:
+    """Per `d`, `alpha_c(a) - alpha_c(b)` for two selections of points (e.g. OP and DP), with a
+    95% percentile-bootstrap CI over seeds, and the verdict the CI allows."""
+    rng = np.random.default_rng(seed)
+    sel = lambda r, f: all(r["config"][k] == v for k, v in f.items())
+    out = []
+    for d in sorted({r["config"]["d"] for r in records}):
+        pa = {r["seed"]: r["p_star"] for r in records if r["config"]["d"] == d and sel(r, a)}
+        pb = {r["seed"]: r["p_star"] for r in records if r["config"]["d"] == d and sel(r, b)}
+        if len(pa) < 2 or len(pb) < 2:
+            continue
+        xa, xb = np.array(list(pa.values())), np.array(list(pb.values()))
+        ma, mb = np.median(xa), np.median(xb)
+        diff = ma * math.log(ma) / d**2 - mb * math.log(mb) / d**2
+        boot = _bootstrap_median_alpha(xa, d, rng, n_boot) - _bootstrap_median_alpha(xb, d, rng, n_boot)
+        lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
+        verdict = "differ" if lo > 0 or hi < 0 else "undecided"
+        out.append(dict(d=d, diff=float(diff), ci_low=lo, ci_high=hi, verdict=verdict, seeds=[len(xa), len(xb)]))
+    return out
+
+
+def adam_vs_certified(records: list[dict]) -> list[dict]:
+    """Seed by seed on the same nested tasks: the fraction of seeds whose Adam threshold is below
+    the certified one, and the capacity lost to the step budget (certified minus Adam `alpha_c`)."""
+    by = defaultdict(dict)
+    for r in records:
+        c = r["config"]
+        by[(c["d"], c["problem"], c["model"], round(c["kappa"], 6), c["solver"])][r["seed"]] = r
+    out = []
+    for (d, problem, model, kappa, solver), adam in sorted(by.items()):
+        if solver != "adam" or (d, problem, model, kappa, "certified") not in by:
+            continue
+        cert = by[(d, problem, model, kappa, "certified")]
+        common = sorted(set(adam) & set(cert))
+        if not common:
+            continue
+        pa = np.array([adam[s]["p_star"] for s in common])
+        pc = np.array([cert[s]["p_star"] for s in common])
+        ma, mc = np.median(pa), np.median(pc)
+        out.append(dict(d=d, problem=problem, model=model, kappa=kappa, seeds=len(common),
+                        fraction_below=float(np.mean(pa < pc)), fraction_above=float(np.mean(pa > pc)),
+                        alpha_certified=float(mc * math.log(mc) / d**2), alpha_adam=float(ma * math.log(ma) / d**2),
+                        lost=float(mc * math.log(mc) / d**2 - ma * math.log(ma) / d**2)))
+    return out
+
+
+# ---------------------------------------------------------------- running points into a store
+
+
+def measure(points: list[dict], *, store=None, shard: tuple[int, int] = (0, 1), log=None) -> list[dict]:
+    """Run every unit of work of `points` (a list of `point_configs` outputs, flattened) for this
+    `shard`, reading finished units from `store` (a `Store`, or None to keep nothing); returns
+    the records of all units (this shard's run or read, the others' read if present)."""
+    i, n = shard
+    recs = []
+    for k, cfg in enumerate(points):
+        if store is not None and store.done(cfg):
+            recs += store.load(cfg)
+            continue
+        if k % n != i:
+            continue
+        if log is not None:
+            print(f"[{k + 1}/{len(points)}] d={cfg['d']} {cfg['problem']} {cfg['model']} kappa={cfg['kappa']:.2f} "
+                  f"{cfg['solver']} seeds {cfg['seeds'][0]}..{cfg['seeds'][1] - 1}", file=log, flush=True)
+        t = time.perf_counter()
+        unit = run_unit(cfg, log=log)
+        if store is not None:
+            store.write(cfg, unit)
+        recs += unit
+        if log is not None:
+            print(f"    done in {time.perf_counter() - t:.0f} s", file=log, flush=True)
+    return recs

@@ -1,0 +1,438 @@
+"""Certified storability decisions (docs/science.md, 2.7).
+
+For a full-rank memory, storing all `p` associations is the strict linear system
+`<W, A_i> > 0` over the constraints `i = (mu, rho)`. The `Decider` minimises the convex squared
+hinge `L(W) = sum_i (1 - <W, A_i>)_+^2` by L-BFGS with an exact line search (along a direction
+`D` the margins move linearly, so `L` is a one-dimensional piecewise quadratic, minimised by a
+safeguarded Newton iteration at `O(P^2)` cost). It stops at the first certificate:
+
+- **storable**: a `W` with every margin positive;
+- **unstorable**: at a minimiser with `L > 0`, the residuals `r_i = (1 - <W, A_i>)_+`
+  normalised to sum 1 are Gordan multipliers `lambda`, and
+  `gamma* <= |sum_i lambda_i A_i|_F / a = |grad L| / (2 a sum r)`, with `gamma*` the best
+  normalised margin `max_{|W|_F = 1} min_i <W, A_i> / a` and `a` the root-mean-square `|A_i|_F`.
+  The instance is called unstorable when this bound is below `tol`: no `W` stores it with a
+  normalised margin above `tol`.
+
+Both certificates are recomputed in float64 from the returned `W` before they count (the
+iterations run in the task's dtype at `Precision.HIGHEST`). Anything else is undecided.
+
+For `W = Q R^T` of rank `m` the problem is not convex: a full-rank unstorable certificate carries
+over, and a storable one is sought from the rank-`m` truncated SVD of the full-rank solution,
+refined by alternating the same convex solver in `Q` (with `R` fixed) and in `R`. If none is
+found the instance is undecided.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jaxtyping import Array, Bool, Float, Int
+
+from .._tasks import Task
+from .._validate import check_int, check_real
+from ._constraints import Constraints, batch_constraints
+from ._runner import AbstractEnsembleSolver, run_ensemble
+
+STORABLE, UNSTORABLE, UNDECIDED = 0, 1, 2
+STATUS = ("storable", "unstorable", "undecided")
+_RUNNING = -1
+
+
+class DecideConfig(eqx.Module):
+    """Settings of the decision solver.
+
+    **Arguments:**
+
+    - `tol`: an instance is unstorable when its multiplier bound on the best normalised margin
+      is below `tol` (the iterations stop at `tol / 2`, leaving room for the float64 recheck).
+    - `max_iter`: L-BFGS iterations per instance (per phase for rank-constrained memories).
+    - `memory`: L-BFGS history length.
+    - `chunk`: iterations per jitted chunk between compactions of the ensemble.
+    - `rank_rounds`: alternations `Q`, `R` for rank-constrained memories.
+    """
+
+    tol: float = 1e-5
+    max_iter: int = 20_000
+    memory: int = 50
+    chunk: int = 50
+    rank_rounds: int = 20
+
+    def __check_init__(self):
+        check_real("tol", self.tol, low=0.0, low_open=True, high=1.0)
+        check_int("max_iter", self.max_iter, 1)
+        check_int("memory", self.memory, 1)
+        check_int("chunk", self.chunk, 1)
+        check_int("rank_rounds", self.rank_rounds, 1)
+
+
+class Decision(eqx.Module):
+    """Per-instance outcome of `decide` (numpy arrays, host side).
+
+    - `status`: 0 storable, 1 unstorable, 2 undecided within the budget (never counted as either).
+    - `storable`: `status == 0`.
+    - `margin`: normalised min margin `min_i <W, A_i> / (|W|_F a)` of the memory found, in float64:
+      a certified lower bound on the best one `gamma*`.
+    - `margin_bound`: `|sum_i lambda_i A_i|_F / a` for the final multipliers, in float64: a
+      certified upper bound on `gamma*` (`inf` where every residual vanished).
+    - `iterations`: solver iterations used (both phases for rank-constrained memories).
+    - `weight`: the memories found, `(n, d, d)`; for rank `m`, their product `Q R^T`.
+    - `tol`: the tolerance of the unstorable certificate.
+    """
+
+    status: np.ndarray
+    storable: np.ndarray
+    margin: np.ndarray
+    margin_bound: np.ndarray
+    iterations: np.ndarray
+    weight: np.ndarray
+    tol: float
+
+    def to_json(self) -> dict:
+        fin = lambda x: [float(v) if math.isfinite(v) else None for v in np.asarray(x, float)]
+        return dict(status=[STATUS[s] for s in self.status], storable=self.storable.tolist(),
+                    margin=fin(self.margin), margin_bound=fin(self.margin_bound),
+                    iterations=self.iterations.tolist(), tol=self.tol)
+
+
+# ---------------------------------------------------------------- L-BFGS on a linear map
+
+
+class _Linear(eqx.Module):
+    """A linear map `X -> margins` and its adjoint, for the variable being optimised."""
+
+    apply: Callable
+    adjoint: Callable
+
+
+class _LBFGS(eqx.Module):
+    X: Array
+    M: Array  # margins of X
+    g: Array  # gradient of the squared hinge at X
+    S: Array
+    Y: Array
+    rho: Array
+    k: Int[Array, ""]  # stored pairs (capped by memory, circular index k % memory)
+
+
+def _residual(M, mask):
+    return jnp.where(mask, jnp.maximum(1.0 - M, 0.0), 0.0)
+
+
+def _lbfgs_init(op: _Linear, X, mask, memory: int) -> _LBFGS:
+    M = op.apply(X)
+    g = -2.0 * op.adjoint(_residual(M, mask))
+    z = jnp.zeros((memory,) + X.shape, X.dtype)
+    return _LBFGS(X, M, g, z, z, jnp.zeros((memory,), X.dtype), jnp.array(0, jnp.int32))
+
+
+def _direction(st: _LBFGS):
+    m = st.rho.shape[0]
+    order = (st.k - 1 - jnp.arange(m)) % m
+    valid = jnp.arange(m) < jnp.minimum(st.k, m)
+
+    def first(q, i):
+        j = order[i]
+        a = jnp.where(valid[i], st.rho[j] * jnp.vdot(st.S[j], q), 0.0)
+        return q - a * st.Y[j], a
+
+    q, alphas = lax.scan(first, st.g, jnp.arange(m))
+    j0 = order[0]
+    gnorm = jnp.sqrt(jnp.vdot(st.g, st.g))
+    gamma = jnp.where(st.k > 0, jnp.vdot(st.S[j0], st.Y[j0]) / jnp.vdot(st.Y[j0], st.Y[j0]),
+                      1.0 / jnp.maximum(gnorm, jnp.finfo(st.g.dtype).tiny))
+
+    def second(r, i):
+        i2 = m - 1 - i
+        j = order[i2]
+        b = jnp.where(valid[i2], st.rho[j] * jnp.vdot(st.Y[j], r), 0.0)
+        return r + st.S[j] * (alphas[i2] - b), None
+
+    r, _ = lax.scan(second, gamma * q, jnp.arange(m))
+    D = -r
+    return jnp.where(jnp.vdot(D, st.g) < 0, D, -st.g / jnp.maximum(gnorm, jnp.finfo(st.g.dtype).tiny))
+
+
+def _line_search(M, dM, mask, iters: int = 6):
+    """`argmin_{t >= 0} sum (1 - M - t dM)_+^2`: bracket from the natural step `t = 1`, then
+    safeguarded Newton on the piecewise-linear, non-decreasing derivative (starting at `t = 1`
+    when it is bracketed, where L-BFGS steps usually land)."""
+
+    def dphi(t):
+        r = jnp.where(mask, jnp.maximum(1.0 - M - t * dM, 0.0), 0.0)
+        return -2.0 * jnp.sum(dM * r), 2.0 * jnp.sum(jnp.where(r > 0, dM * dM, 0.0))
+
+    one = jnp.ones((), M.dtype)
+    big = jnp.asarray(1e30, M.dtype)
+    g1, _ = dphi(one)
+    lo, hi = lax.while_loop(lambda c: (dphi(c[1])[0] < 0) & (c[1] < big), lambda c: (c[1], 4 * c[1]),
+                            (jnp.where(g1 < 0, one, 0 * one), jnp.where(g1 < 0, 4 * one, one)))
+
+    def body(c, _):
+        lo, hi, t = c
+        g, h = dphi(t)
+        lo, hi = jnp.where(g < 0, t, lo), jnp.where(g >= 0, t, hi)
+        tn = t - g / jnp.maximum(h, jnp.finfo(M.dtype).tiny)
+        return (lo, hi, jnp.where((tn > lo) & (tn < hi), tn, 0.5 * (lo + hi))), None
+
+    t_start = jnp.where(hi == one, 0.5 * hi, 0.5 * (lo + hi))
+    (lo, hi, t), _ = lax.scan(body, (lo, hi, t_start), None, length=iters)
+    return t
+
+
+def _lbfgs_step(op: _Linear, st: _LBFGS, mask) -> _LBFGS:
+    D = _direction(st)
+    dM = op.apply(D)
+    t = _line_search(st.M, dM, mask)
+    X = st.X + t * D
+    M = st.M + t * dM
+    g = -2.0 * op.adjoint(_residual(M, mask))
+    s, y = X - st.X, g - st.g
+    sy = jnp.vdot(s, y)
+    ok = sy > 1e-12 * jnp.sqrt(jnp.vdot(s, s) * jnp.vdot(y, y))
+    j = st.k % st.rho.shape[0]
+    upd = lambda A, v: jnp.where(ok, A.at[j].set(v), A)
+    k = jnp.where(ok, st.k + 1, jnp.where(t > 0, st.k, 0))  # no progress: restart the memory
+    return _LBFGS(X, M, g, upd(st.S, s), upd(st.Y, y), upd(st.rho, 1.0 / jnp.where(ok, sy, 1.0)), k)
+
+
+def _certificates(M, g, W, mask, a):
+    """Normalised min margin of `W` and the multiplier bound `|grad L| / (2 a sum r)`."""
+    wn = jnp.sqrt(jnp.vdot(W, W))
+    margin = jnp.min(jnp.where(mask, M, jnp.inf)) / (jnp.maximum(wn, jnp.finfo(W.dtype).tiny) * a)
+    rsum = jnp.sum(_residual(M, mask))
+    bound = jnp.where(rsum > 0, jnp.sqrt(jnp.vdot(g, g)) / (2 * a * jnp.where(rsum > 0, rsum, 1.0)), jnp.inf)
+    return margin, bound
+
+
+# ---------------------------------------------------------------- the solver
+
+
+class _Instance(eqx.Module):
+    cons: Constraints
+    W0: Float[Array, "d d"]
+    rank: Int[Array, ""]  # m (d: full rank)
+
+
+class _State(eqx.Module):
+    opt: _LBFGS
+    Q: Array  # rank phase factors (unused at full rank)
+    R: Array
+    phase: Int[Array, ""]  # 0 full rank, 1 rank-m in Q, 2 rank-m in R
+    status: Int[Array, ""]
+    it: Int[Array, ""]  # iterations in this phase
+    total: Int[Array, ""]
+    a: Float[Array, ""]
+
+
+def _full_op(cons: Constraints) -> _Linear:
+    return _Linear(cons.margins, cons.adjoint)
+
+
+def _q_op(cons: Constraints, R) -> _Linear:
+    return _Linear(lambda Q: cons.margins(Q @ R.T), lambda Res: cons.adjoint(Res) @ R)
+
+
+def _r_op(cons: Constraints, Q) -> _Linear:
+    return _Linear(lambda R: cons.margins(Q @ R.T), lambda Res: cons.adjoint(Res).T @ Q)
+
+
+def _truncate(W, m_mask):
+    U, s, Vt = jnp.linalg.svd(W)
+    r = jnp.sqrt(s) * m_mask
+    return U * r, Vt.T * r
+
+
+class Decider(AbstractEnsembleSolver):
+    """Squared-hinge L-BFGS with exact line search; see the module docstring."""
+
+    config: DecideConfig
+    factored: bool = eqx.field(static=True)
+
+    def init(self, inst: _Instance) -> _State:
+        cons = inst.cons
+        opt = _lbfgs_init(_full_op(cons), inst.W0, cons.mask, self.config.memory)
+        d = inst.W0.shape[0]
+        z = jnp.zeros((d, d), inst.W0.dtype)
+        zero = jnp.array(0, jnp.int32)
+        st = _State(opt, z, z, zero, jnp.array(_RUNNING, jnp.int32), zero, zero, cons.rms_norm())
+        return self._judge(inst, st)
+
+    def _judge(self, inst: _Instance, st: _State) -> _State:
+        cfg = self.config
+        cons = inst.cons
+        W = st.opt.X if not self.factored else jnp.where(st.phase == 0, st.opt.X, self._weight(st))
+        margin, bound = _certificates(st.opt.M, st.opt.g, W, cons.mask, st.a)
+        # a candidate: the float64 recheck of `decide_constraints` is the certificate
+        found = margin > 0
+        full_unstorable = (st.phase == 0) & (bound < cfg.tol / 2)
+        out_of_budget = st.it >= cfg.max_iter
+        if not self.factored:
+            status = jnp.where(found, STORABLE, jnp.where(full_unstorable, UNSTORABLE,
+                                                          jnp.where(out_of_budget, UNDECIDED, _RUNNING)))
+            return eqx.tree_at(lambda s: s.status, st, status.astype(jnp.int32))
+        stored_rank = found & (st.phase > 0)
+        last_round = st.total >= cfg.max_iter * (1 + cfg.rank_rounds)
+        status = jnp.where(stored_rank, STORABLE, jnp.where(full_unstorable, UNSTORABLE,
+                           jnp.where((st.phase == 0) & out_of_budget, UNDECIDED,
+                                     jnp.where(last_round, UNDECIDED, _RUNNING))))
+        st = eqx.tree_at(lambda s: s.status, st, status.astype(jnp.int32))
+        # a full-rank solution found: continue in rank m from its truncated SVD
+        to_rank = (st.phase == 0) & found
+        # a rank phase that has spent its share, or has converged: alternate
+        switch = (st.phase > 0) & (st.it >= cfg.max_iter // cfg.rank_rounds)
+        return lax.cond(to_rank | switch, lambda s: self._next_phase(inst, s), lambda s: s, st)
+
+    def _weight(self, st: _State):
+        Q = jnp.where(st.phase == 1, st.opt.X, st.Q)
+        R = jnp.where(st.phase == 2, st.opt.X, st.R)
+        return Q @ R.T
+
+    def _next_phase(self, inst: _Instance, st: _State) -> _State:
+        cons = inst.cons
+        d = st.Q.shape[0]
+        m_mask = (jnp.arange(d) < inst.rank).astype(st.Q.dtype)
+        Q0, R0 = _truncate(st.opt.X, m_mask)
+        Q = jnp.where(st.phase == 0, Q0, jnp.where(st.phase == 1, st.opt.X, st.Q))
+        R = jnp.where(st.phase == 0, R0, jnp.where(st.phase == 2, st.opt.X, st.R))
+        phase = jnp.where(st.phase == 1, 2, 1)
+        opt = lax.cond(phase == 1,
+                       lambda: _lbfgs_init(_q_op(cons, R), Q, cons.mask, self.config.memory),
+                       lambda: _lbfgs_init(_r_op(cons, Q), R, cons.mask, self.config.memory))
+        opt = eqx.tree_at(lambda o: o.X, opt, opt.X * jnp.where(phase == 1, m_mask, m_mask)[None, :])
+        st = _State(opt, Q, R, phase.astype(jnp.int32), st.status, jnp.array(0, jnp.int32), st.total, st.a)
+        return st
+
+    def step(self, inst: _Instance, st: _State) -> _State:
+        cons = inst.cons
+        if self.factored:
+            opt = lax.switch(st.phase, [
+                lambda: _lbfgs_step(_full_op(cons), st.opt, cons.mask),
+                lambda: _lbfgs_step(_q_op(cons, st.R), st.opt, cons.mask),
+                lambda: _lbfgs_step(_r_op(cons, st.Q), st.opt, cons.mask),
+            ])
+        else:
+            opt = _lbfgs_step(_full_op(cons), st.opt, cons.mask)
+        st = eqx.tree_at(lambda s: (s.opt, s.it, s.total), st, (opt, st.it + 1, st.total + 1))
+        return self._judge(inst, st)
+
+    def done(self, st: _State) -> Bool[Array, ""]:
+        return st.status != _RUNNING
+
+    def weight(self, st: _State):
+        if not self.factored:
+            return st.opt.X
+        return jnp.where((st.phase == 0)[..., None, None], st.opt.X, jax.vmap(self._weight)(st))
+
+
+def _to64(x):
+    x = jnp.asarray(x)
+    return x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+
+@jax.jit
+def _verify64(cons: Constraints, W):
+    M = cons.margins(W)
+    g = -2.0 * cons.adjoint(_residual(M, cons.mask))
+    return _certificates(M, g, W, cons.mask, cons.rms_norm())
+
+
+def verify(cons: Constraints, W, tol: float):
+    """Recompute both certificates of a batch in float64: `(status, margin, margin_bound)`.
+
+    `margin > 0` (every margin positive) certifies storable; otherwise `margin_bound < tol`
+    certifies that no memory has a normalised margin above `tol`.
+    """
+    with jax.enable_x64(True):
+        margin, bound = jax.vmap(_verify64)(jax.tree.map(_to64, cons), _to64(W))
+        margin, bound = np.asarray(margin), np.asarray(bound)
+    status = np.where(margin > 0, STORABLE, np.where(bound < tol, UNSTORABLE, UNDECIDED))
+    return status, margin.copy(), bound.copy()
+
+
+def decide_constraints(cons: Constraints, *, rank=None, W0=None, config: DecideConfig = DecideConfig(),
+                       progress=None) -> Decision:
+    """`decide` on a batch of `Constraints` (leading ensemble axis); `rank` per instance or None
+    for full rank; `W0` warm starts (default zero)."""
+    n, P, d = cons.inputs.shape
+    dtype = cons.inputs.dtype
+    W0 = jnp.zeros((n, d, d), dtype) if W0 is None else jnp.asarray(W0, dtype)
+    factored = rank is not None
+    ranks = jnp.broadcast_to(jnp.asarray(d if rank is None else rank, jnp.int32), (n,))
+    solver = Decider(config, factored)
+    st = run_ensemble(solver, _Instance(cons, W0, ranks), chunk=config.chunk, progress=progress)
+    W = np.asarray(solver.weight(st))
+    status, margin, bound = verify(cons, W, config.tol)
+    iterations = np.array(st.total)
+    solver_status = np.asarray(st.status)
+    refuted = ((solver_status == STORABLE) | (solver_status == UNSTORABLE)) & (status != solver_status)
+    if refuted.any() and not factored and dtype != jnp.float64:
+        # near-ties: a float32 certificate failed its float64 recheck; continue in float64 from it
+        idx = np.flatnonzero(refuted)
+        with jax.enable_x64(True):
+            sub = jax.tree.map(lambda x: _to64(x[idx]), cons)
+            st64 = run_ensemble(solver, _Instance(sub, _to64(W[idx]), ranks[idx]), chunk=config.chunk)
+            W64 = np.asarray(solver.weight(st64))
+            s64 = np.asarray(st64.status)
+            iterations[idx] += np.asarray(st64.total)
+        st_, m_, b_ = verify(sub, W64, config.tol)
+        status[idx] = np.where(((s64 == STORABLE) | (s64 == UNSTORABLE)) & (st_ != s64), UNDECIDED, st_)
+        margin[idx], bound[idx] = m_, b_
+        W = W.astype(np.float64)
+        W[idx] = W64
+    else:
+        status = np.where(refuted, UNDECIDED, status)
+    if factored:
+        # a rank-m memory is certified by itself; unstorable only through the full-rank certificate
+        status = np.where((status == STORABLE) & (solver_status == STORABLE), STORABLE,
+                          np.where(solver_status == UNSTORABLE, np.where(status == UNSTORABLE, UNSTORABLE,
+                                                                         UNDECIDED), UNDECIDED))
+        if np.any(solver_status == UNSTORABLE):
+            # the certificate of an unstorable instance was computed on its full-rank iterate
+            fs, fm, fb = verify(cons, st.opt.X, config.tol)
+            unst = solver_status == UNSTORABLE
+            status = np.where(unst, np.where(fs == UNSTORABLE, UNSTORABLE, UNDECIDED), status)
+            bound = np.where(unst, fb, bound)
+    return Decision(status=status.astype(np.int32), storable=status == STORABLE, margin=margin,
+                    margin_bound=bound, iterations=iterations, weight=W,
+                    tol=float(config.tol))
+
+
+def decide(tasks: Task, *, model: str = "full", kappa: float | None = None, p=None,
+           config: DecideConfig = DecideConfig(), W0=None) -> Decision:
+    """Decide, for each task of a batch, whether some memory stores all its associations.
+
+    **Arguments:**
+
+    - `tasks`: a batch from `make_tasks` (leading ensemble axis), OP or DP.
+    - `model`: `"full"` (`W` in `R^{d x d}`) or `"factored"` (`W = Q R^T` of rank `m`).
+    - `kappa`: the rank fraction `m / d` of a factored memory (rounded as `rank_of`).
+    - `p`: decide the prefix of the first `p` associations of each task (an int, or one per
+      task; default all of them). Nested tasks make this the task at `p`.
+    - `config`: a `DecideConfig`.
+    - `W0`: optional warm starts, `(n, d, d)`.
+
+    **Returns:** a `Decision` with one entry per task.
+    """
+    from .._models import rank_of
+
+    if tasks.inputs.ndim != 3:
+        raise ValueError("tasks must be a batch from make_tasks (leading ensemble axis)")
+    n, P, d = tasks.inputs.shape
+    if model not in ("full", "factored"):
+        raise ValueError(f"model must be 'full' or 'factored', got {model!r}")
+    if model == "full" and kappa is not None:
+        raise ValueError("kappa applies to the factored model only")
+    ps = np.broadcast_to(np.asarray(P if p is None else p), (n,))
+    if not (np.issubdtype(ps.dtype, np.integer) and np.all((ps >= 2) & (ps <= P))):
+        raise ValueError(f"p must be integers in [2, {P}], got {ps.tolist()}")
+    Pb = int(ps.max())
+    cons = batch_constraints(tasks, ps, Pb)
+    rank = rank_of(d, kappa=kappa) if model == "factored" else None
+    return decide_constraints(cons, rank=rank, W0=W0, config=config)

@@ -1,0 +1,223 @@
+"""Per-seed storage thresholds on nested tasks, and the capacity as their median.
+
+The task with `p` associations is the prefix of the task with `p' > p` (same inputs, targets
+and DP candidates), so every constraint at `p` is one at `p'`: storability is monotone in `p`
+for each seed, which has a threshold `p*` (the largest storable `p`), and
+`P(all stored at p) = P(p* >= p)`. The capacity `p_c` is the median of `p*` over seeds,
+`alpha_hat_c = p_c ln p_c / d^2`, with the distribution-free (binomial order-statistic) 95%
+confidence interval of a median.
+
+A search finds `p*` for every seed of an ensemble at once: each round proposes one `p` per
+seed (bracketing from the theory's guess by steps of `step`, then bisection) and decides the
+whole ensemble in one vmapped run, padded to a common size and masked.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._solvers._adam import AdamConfig, AdamProtocol, _Instance as _AdamInstance
+from ._solvers._constraints import batch_constraints
+from ._solvers._decide import STORABLE, UNDECIDED, UNSTORABLE, DecideConfig, decide_constraints, verify
+from ._solvers._runner import run_ensemble
+from ._tasks import Task, load, p_from_alpha
+from ._validate import check_int, check_real
+
+SOLVERS = ("certified", "adam")
+
+
+class SearchPlan(eqx.Module):
+    """How a threshold search proposes `p`.
+
+    **Arguments:**
+
+    - `p0`: the first `p` tried for every seed (the theory's guess of the capacity).
+    - `p_max`: the largest `p` tried (tasks are generated with `p_max` associations).
+    - `step`: the bracketing factor (`p0 * step**k` until the threshold is bracketed).
+    - `pad`: the common size of a round is the largest `p` rounded up to a multiple of `pad`
+      (bounds the number of compilations).
+    """
+
+    p0: int
+    p_max: int
+    step: float = 1.04
+    pad: int = 32
+
+    def __check_init__(self):
+        check_int("p0", self.p0, 2)
+        check_int("p_max", self.p_max, self.p0)
+        check_real("step", self.step, low=1.0, low_open=True, high=2.0)
+        check_int("pad", self.pad, 1)
+
+
+def guess_p(d: int, kappa: float = 1.0) -> int:
+    """The `p` at which the load equals the theory's `alpha_c(p, kappa)` (a fixed point)."""
+    from . import theory as th
+
+    p = max(2, round(d * d / max(math.log(d * d), 1.0)))
+    for _ in range(4):
+        p = p_from_alpha(d, float(th.alpha_c(float(p), kappa=float(kappa), se_target=0.005)))
+    return p
+
+
+def default_plan(d: int, kappa: float = 1.0) -> SearchPlan:
+    p0 = guess_p(d, kappa)
+    return SearchPlan(p0=p0, p_max=max(p0 + 4, math.ceil(1.6 * p0)))
+
+
+class Thresholds(eqx.Module):
+    """Per-seed outcome of a threshold search (host side).
+
+    - `lo`: the largest `p` certified storable (1 if none), `hi`: the smallest `p` certified
+      unstorable (`p_max + 1` if none): the threshold lies in `[lo, hi - 1]`, and is `lo` exactly
+      when `hi == lo + 1`.
+    - `decisions`: per seed, the list of `(p, status, margin, margin_bound, iterations)` tried.
+    - `undecided`: whether the seed's search stopped at an undecided instance.
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+    undecided: np.ndarray
+    decisions: list
+    seconds: float
+
+    @property
+    def exact(self) -> np.ndarray:
+        return self.hi == self.lo + 1
+
+
+def _propose(lo, hi, plan: SearchPlan):
+    unknown_hi = hi > plan.p_max
+    p = np.where(lo <= 1,
+                 np.where(unknown_hi, plan.p0, np.maximum(2, np.floor(hi / plan.step))),
+                 np.where(unknown_hi, np.minimum(plan.p_max, np.ceil(lo * plan.step)), (lo + hi) // 2))
+    p = np.clip(p, lo + 1, np.minimum(hi - 1, plan.p_max)).astype(np.int64)
+    return p
+
+
+def _decide_round(tasks_b, ps, W0, P, *, solver, model_rank, decide_cfg, adam_cfg):
+    cons = batch_constraints(tasks_b, ps, P)
+    if solver == "certified":
+        dec = decide_constraints(cons, rank=model_rank, W0=W0, config=decide_cfg)
+        return dec.status, dec.margin, dec.margin_bound, dec.iterations, dec.weight
+    protocol = AdamProtocol(adam_cfg, model_rank)
+    st = run_ensemble(protocol, _AdamInstance(cons, tasks_b.init_key), chunk=adam_cfg.chunk)
+    W = jax.vmap(lambda prm: prm.weight())(st.params)
+    _, margin, bound = verify(cons, W, decide_cfg.tol)
+    ok = (np.asarray(st.done_step) >= 0) & ~np.asarray(st.diverged) & (margin > 0)
+    # Adam stores or fails within its budget; a failure is not a certificate
+    status = np.where(ok, STORABLE, UNSTORABLE)
+    return status, margin, bound, np.asarray(st.t), np.asarray(W)
+
+
+def search_thresholds(tasks: Task, *, plan: SearchPlan, solver: str = "certified", rank: int | None = None,
+                      decide_config: DecideConfig = DecideConfig(), adam_config: AdamConfig = AdamConfig(),
+                      log=None) -> Thresholds:
+    """Find every seed's threshold `p*` by bracketing and bisection.
+
+    **Arguments:**
+
+    - `tasks`: a batch of `n` nested tasks with at least `plan.p_max` associations each.
+    - `plan`: a `SearchPlan`.
+    - `solver`: `"certified"` (the `Decider`: `p*` is the certified threshold) or `"adam"` (the
+      paper's protocol: `p*` is the largest `p` the search found Adam to store within its budget).
+    - `rank`: `m` for a factored memory, `None` for full rank. A certified rank-`m` search gives a
+      lower bound: undecided instances end the seed's search, which is then not exact.
+    - `decide_config`, `adam_config`: the solvers' settings.
+    - `log`: optional file for one line per round.
+
+    **Returns:** `Thresholds`.
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {', '.join(SOLVERS)}; got {solver!r}")
+    n, P_all, d = tasks.inputs.shape
+    if P_all < plan.p_max:
+        raise ValueError(f"tasks hold {P_all} associations, fewer than plan.p_max = {plan.p_max}")
+    t0 = time.perf_counter()
+    lo = np.ones(n, np.int64)
+    hi = np.full(n, plan.p_max + 1, np.int64)
+    undecided = np.zeros(n, bool)
+    decisions = [[] for _ in range(n)]
+    W_lo = np.zeros((n, d, d), np.dtype(tasks.inputs.dtype))
+    rnd = 0
+    while True:
+        active = np.flatnonzero((hi - lo > 1) & ~undecided & (lo < plan.p_max))
+        if active.size == 0:
+            break
+        ps = _propose(lo[active], hi[active], plan)
+        P = min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
+        tasks_b = jax.tree.map(lambda x: x[jnp.asarray(active)], tasks)
+        status, margin, bound, iters, W = _decide_round(
+            tasks_b, ps, None, P, solver=solver,
+            model_rank=rank, decide_cfg=decide_config, adam_cfg=adam_config)
+        for j, i in enumerate(active):
+            decisions[i].append((int(ps[j]), int(status[j]), float(margin[j]), float(bound[j]), int(iters[j])))
+        ok, bad = status == STORABLE, status == UNSTORABLE
+        lo[active[ok]] = ps[ok]
+        W_lo[active[ok]] = W[ok]
+        hi[active[bad]] = ps[bad]
+        undecided[active[status == UNDECIDED]] = True
+        rnd += 1
+        if log is not None:
+            print(f"  round {rnd}: {active.size} seeds at p in [{ps.min()}, {ps.max()}] (padded {P}): "
+                  f"{ok.sum()} storable, {bad.sum()} unstorable, {(status == UNDECIDED).sum()} undecided "
+                  f"({time.perf_counter() - t0:.0f} s)", file=log, flush=True)
+    return Thresholds(lo=lo, hi=hi, undecided=undecided, decisions=decisions, seconds=time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------- the estimate
+
+
+def median_ci(n: int, level: float = 0.95) -> tuple[int, int]:
+    """1-based ranks `(j, k)` such that `[x_(j), x_(k)]` covers the median of any continuous law
+    with probability at least `level` (binomial order statistics, symmetric)."""
+    from math import comb
+
+    check_int("n", n, 1)
+    cdf = np.cumsum([comb(n, i) for i in range(n + 1)]) / 2.0**n  # P(Bin(n, 1/2) <= i)
+    # coverage of [x_(j), x_(n+1-j)] is 1 - 2 P(Bin <= j - 1)
+    j = 0
+    for cand in range(1, n // 2 + 1):
+        if 1 - 2 * cdf[cand - 1] >= level:
+            j = cand
+    if j == 0:
+        return 0, n + 1  # too few seeds: the interval is unbounded
+    return j, n + 1 - j
+
+
+def median_capacity(lo, hi, d: int, level: float = 0.95) -> dict:
+    """`p_c` (median threshold), `alpha_c`, and the order-statistic CI in `p` and `alpha`.
+
+    A seed whose threshold is only bracketed (`[lo, hi - 1]`) enters the lower end of the CI with
+    `lo` and the upper end with `hi - 1`, so the interval stays conservative; the point estimate
+    uses `lo` (a lower bound where inexact).
+    """
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    n = lo.size
+    lower, upper = np.sort(lo), np.sort(hi - 1)
+    p_c = float(np.median(lo))
+    j, k = median_ci(n, level)
+    p_lo = float(lower[j - 1]) if j >= 1 else math.nan
+    p_hi = float(upper[k - 1]) if k <= n else math.nan
+    a = lambda p: load(d, p) if math.isfinite(p) and p >= 2 else math.nan
+    return dict(p_c=p_c, alpha_c=a(p_c), p_ci_low=p_lo, p_ci_high=p_hi, ci_low=a(p_lo), ci_high=a(p_hi),
+                ci_ranks=[j, k])
+
+
+def logistic_cross_check(p_star, d: int) -> float:
+    """`alpha` where a logistic fit of P(p* >= p) against `ln p` crosses 1/2 (a cross-check of
+    the median)."""
+    from ._estimate import _p_c
+
+    p_star = np.asarray(p_star)
+    grid = np.arange(max(2, int(p_star.min()) - 2), int(p_star.max()) + 3)
+    x = np.repeat(np.log(grid), p_star.size)
+    y = (p_star[None, :] >= grid[:, None]).astype(float).ravel()
+    p = _p_c(x, y)
+    return load(d, p) if math.isfinite(p) and p >= 2 else math.nan

@@ -1,0 +1,63 @@
+"""Argument validation: the one home of every check, each raising `ValueError` naming the argument.
+
+Accepts Python and numpy scalars alike (an `np.int64` is an integer, an `np.float32` a real);
+a `bool` is never a number.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+
+def _is_int(value) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, numbers.Integral):
+        return True
+    return hasattr(value, "dtype") and getattr(value, "shape", None) == () and np.issubdtype(value.dtype, np.integer)
+
+
+def check_int(name: str, value, minimum: int, maximum: int | None = None) -> int:
+    """`value` as an `int` in `[minimum, maximum]`."""
+    rng = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+    if not _is_int(value):
+        raise ValueError(f"{name} must be an integer {rng}, got {value!r}")
+    value = int(value)
+    if value < minimum or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be an integer {rng}, got {value}")
+    return value
+
+
+def check_real(name: str, value, *, low: float | None = None, high: float | None = None,
+               low_open: bool = False, high_open: bool = False, finite: bool = True) -> float:
+    """`value` as a `float`, finite (unless `finite=False`) and within the given bounds."""
+    bad = isinstance(value, (bool, np.bool_)) or not (
+        isinstance(value, numbers.Real)
+        or (hasattr(value, "dtype") and getattr(value, "shape", None) == () and np.issubdtype(value.dtype, np.number))
+    )
+    lo = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
+    hi = "" if high is None else f"{'<' if high_open else '<='} {high:g}"
+    want = " and ".join(x for x in (("finite" if finite else ""), lo, hi) if x) or "a number"
+    if bad:
+        raise ValueError(f"{name} must be a real number ({want}), got {value!r}")
+    v = float(value)
+    if (math.isnan(v) or (finite and math.isinf(v))
+            or (low is not None and (v < low or (low_open and v == low)))
+            or (high is not None and (v > high or (high_open and v == high)))):
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+    return v
+
+
+def check_positive(name: str, value) -> float:
+    """A finite real number `> 0`."""
+    return check_real(name, value, low=0.0, low_open=True)
+
+
+def check_choice(name: str, value, choices) -> str:
+    """One of `choices`."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return value

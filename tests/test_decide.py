@@ -1,0 +1,223 @@
+"""Certified storability decisions: against an exact LP, certificates re-verified in float64
+numpy, monotone thresholds on nested tasks, the median CI's coverage, and the Adam protocol
+against `jaxmem.train`."""
+
+import json
+import math
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+import jaxmem as jm
+from jaxmem._solvers import DecideConfig, decide
+from jaxmem._threshold import SearchPlan, median_capacity, median_ci, search_thresholds
+
+
+def _arrays(task, p):
+    """float64 numpy inputs and candidates `(p, p, d)` of the first `p` associations."""
+    E = np.asarray(task.inputs[:p], np.float64)
+    if task.problem == "op":
+        C = np.broadcast_to(np.asarray(task.targets[:p], np.float64), (p, p, E.shape[1]))
+    else:
+        C = np.asarray(task.candidates[:p, :p], np.float64)
+    return E, C
+
+
+def _constraint_matrix(E, C):
+    p, d = E.shape
+    rows = [np.outer(C[m, m] - C[m, r], E[m]).ravel() for m in range(p) for r in range(p) if r != m]
+    return np.array(rows)
+
+
+def _lp_storable(E, C):
+    """Exact LP (HiGHS): max t s.t. <W, A_i> >= t, |W_ij| <= 1, t <= 1; storable iff t* > 0."""
+    A = _constraint_matrix(E, C)
+    n = A.shape[1]
+    c = np.zeros(n + 1)
+    c[-1] = -1.0
+    res = linprog(c, A_ub=np.hstack([-A, np.ones((A.shape[0], 1))]), b_ub=np.zeros(A.shape[0]),
+                  bounds=[(-1, 1)] * n + [(None, 1)], method="highs")
+    assert res.status == 0
+    return -res.fun > 1e-9, -res.fun
+
+
+def _numpy_certificates(E, C, W):
+    """Independent float64 check: the min margin of W, and the multiplier bound |sum lambda A|/a
+    for lambda the normalised residuals (1 - <W, A>)_+."""
+    A = _constraint_matrix(E, C)
+    M = A @ np.asarray(W, np.float64).ravel()
+    a = math.sqrt(np.mean(np.sum(A * A, axis=1)))
+    r = np.maximum(1 - M, 0)
+    bound = np.linalg.norm(r @ A) / (r.sum() * a) if r.sum() > 0 else math.inf
+    return M.min(), bound
+
+
+@pytest.mark.parametrize("problem", ["op", "dp"])
+@pytest.mark.parametrize("d,ps", [(8, range(14, 31, 2)), (12, range(34, 59, 4))])
+def test_decisions_match_exact_lp(problem, d, ps):
+    seeds = 4
+    tasks = jm.make_tasks(jax.random.key(7), n=seeds, d=d, p=max(ps), problem=problem)
+    pairs = [(s, p) for p in ps for s in range(seeds)]
+    batch = jax.tree.map(lambda x: x[jnp.array([s for s, _ in pairs])], tasks)
+    dec = decide(batch, p=np.array([p for _, p in pairs]))
+    cfg = DecideConfig()
+    assert np.all(dec.status != 2), "every instance of the transition region is decided"
+    verdicts = set()
+    for j, (s, p) in enumerate(pairs):
+        task = jax.tree.map(lambda x: x[s], tasks)
+        E, C = _arrays(task, p)
+        lp, t = _lp_storable(E, C)
+        assert dec.storable[j] == lp, (s, p, t, dec.margin[j], dec.margin_bound[j])
+        verdicts.add(lp)
+        # the certificate, re-verified in float64 numpy, independently of the solver
+        m, bound = _numpy_certificates(E, C, dec.weight[j])
+        if dec.storable[j]:
+            assert m > 0 and dec.margin[j] > 0
+        else:
+            assert bound < cfg.tol
+            assert bound == pytest.approx(dec.margin_bound[j], rel=1e-6, abs=1e-12)
+            assert dec.margin[j] <= 0 <= dec.margin_bound[j]
+    assert verdicts == {True, False}, "the region spans the transition"
+
+
+def test_nested_tasks_are_prefix_equal():
+    for problem in ("op", "dp"):
+        for embedding in ("gaussian", "sphere"):
+            a = jm.make_task(jax.random.key(3), d=8, p=10, problem=problem, embedding=embedding)
+            b = jm.make_task(jax.random.key(3), d=8, p=23, problem=problem, embedding=embedding)
+            np.testing.assert_array_equal(a.inputs, b.inputs[:10])
+            np.testing.assert_array_equal(a.targets, b.targets[:10])
+            if problem == "dp":
+                np.testing.assert_array_equal(a.candidates, b.candidates[:10, :10])
+
+
+def test_nesting_holds_whatever_the_threefry_flag():
+    with jax.threefry_partitionable(False):
+        a = jm.make_task(jax.random.key(3), d=8, p=10, problem="dp")
+        b = jm.make_task(jax.random.key(3), d=8, p=17, problem="dp")
+    c = jm.make_task(jax.random.key(3), d=8, p=10, problem="dp")
+    np.testing.assert_array_equal(a.inputs, b.inputs[:10])
+    np.testing.assert_array_equal(a.candidates, b.candidates[:10, :10])
+    np.testing.assert_array_equal(a.inputs, c.inputs)
+
+
+@pytest.mark.parametrize("problem", ["op", "dp"])
+def test_thresholds_are_monotone_and_found_by_the_search(problem):
+    d, seeds = 10, 6
+    plan = SearchPlan(p0=26, p_max=48)
+    tasks = jm.make_tasks(jax.random.key(1), n=seeds, d=d, p=plan.p_max, problem=problem)
+    ps = np.arange(14, 44, 2)
+    batch = jax.tree.map(lambda x: jnp.repeat(x, len(ps), axis=0), tasks)
+    dec = decide(batch, p=np.tile(ps, seeds))
+    stored = dec.storable.reshape(seeds, len(ps))
+    assert np.all(dec.status != 2)
+    assert np.all(np.diff(stored.astype(int), axis=1) <= 0), "storable at p implies storable below p"
+    th = search_thresholds(tasks, plan=plan)
+    assert th.exact.all() and not th.undecided.any()
+    for s in range(seeds):
+        assert stored[s][ps <= th.lo[s]].all() and not stored[s][ps >= th.hi[s]].any()
+
+
+def test_vmapped_decisions_equal_single_runs():
+    from jaxmem._solvers import batch_constraints, decide_constraints
+
+    tasks = jm.make_tasks(jax.random.key(2), n=5, d=10, p=40, problem="op")
+    ps = np.array([20, 26, 30, 34, 40])
+    cons = batch_constraints(tasks, ps, 40)
+    batch = decide_constraints(cons)
+    for i in range(5):
+        one = decide_constraints(jax.tree.map(lambda x: x[i:i + 1], cons))
+        # batched and single matmuls round differently, so iterates (and the iteration at which the
+        # first certificate appears) may differ slightly; the decision may not
+        assert one.status[0] == batch.status[i]
+        assert abs(int(one.iterations[0]) - int(batch.iterations[i])) <= 2 + batch.iterations[i] // 10
+        # padding changes rounding, not the decision
+        alone = decide(jax.tree.map(lambda x: x[i:i + 1], tasks), p=int(ps[i]))
+        assert alone.status[0] == batch.status[i]
+
+
+@pytest.mark.parametrize("n,level", [(16, 0.95), (64, 0.95), (9, 0.9)])
+def test_median_ci_covers_at_the_stated_rate(n, level):
+    j, k = median_ci(n, level)
+    from math import comb
+
+    exact = sum(comb(n, i) for i in range(j, k)) / 2.0**n
+    assert exact >= level
+    rng = np.random.default_rng(0)
+    reps = 4000
+    for draw, true_median in ((lambda: rng.normal(180, 4, n), 180.0),
+                              (lambda: np.round(rng.normal(180.3, 4, n)), 180.0)):
+        cover = 0
+        for _ in range(reps):
+            x = draw()
+            est = median_capacity(x, x + 1, d=32, level=level)
+            cover += est["p_ci_low"] <= true_median <= est["p_ci_high"]
+        rate = cover / reps
+        assert rate >= level - 3 * math.sqrt(level * (1 - level) / reps), rate
+
+
+def test_adam_protocol_follows_train():
+    from jaxmem._solvers._adam import AdamConfig, AdamProtocol, _Instance
+    from jaxmem._solvers._constraints import batch_constraints
+    from jaxmem._solvers._runner import run_ensemble
+
+    d, p, n = 12, 40, 4
+    tasks = jm.make_tasks(jax.random.key(5), n=n, d=d, p=p, problem="op")
+    run = jm.train(jm.FullRank, tasks, steps=600, progress=False)
+    cfg = AdamConfig(steps=600)
+    for P in (p, p + 9):  # unpadded, and padded with masked rows and columns
+        big = jm.make_tasks(jax.random.key(5), n=n, d=d, p=P, problem="op")
+        st = run_ensemble(AdamProtocol(cfg), _Instance(batch_constraints(big, [p] * n, P), big.init_key),
+                          chunk=cfg.chunk)
+        steps = [int(s) if s >= 0 else None for s in np.asarray(st.done_step)]
+        assert steps == run.steps_to_store, P
+
+
+def test_factored_storable_certificate_has_rank_m():
+    d, kappa = 12, 0.5
+    tasks = jm.make_tasks(jax.random.key(4), n=3, d=d, p=30, problem="op")
+    dec = decide(tasks, model="factored", kappa=kappa, p=18)
+    m = jm.rank_of(d, kappa=kappa)
+    assert dec.storable.any()
+    for j in np.flatnonzero(dec.storable):
+        assert np.linalg.matrix_rank(dec.weight[j], tol=1e-6 * np.abs(dec.weight[j]).max()) <= m
+        task = jax.tree.map(lambda x: x[j], tasks)
+        assert _numpy_certificates(*_arrays(task, 18), dec.weight[j])[0] > 0
+    full = decide(tasks, p=30)
+    fac = decide(tasks, model="factored", kappa=kappa, p=30)
+    # a full-rank unstorable certificate carries over; nothing is storable at rank m that is not at full rank
+    assert np.all(fac.status[full.status == 1] == 1)
+    assert not np.any(fac.storable & ~full.storable)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "jaxmem._cli", *args], capture_output=True, text=True)
+
+
+def test_capacity_cli_measures_resumes_and_rereads(tmp_path):
+    out = tmp_path / "m"
+    args = ["capacity", "--d", "8", "--problem", "op", "dp", "--seeds", "6", "--group", "3", "--out", str(out),
+            "--json"]
+    r = _cli(*args)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["rows"]
+    for row in rows:
+        for key in ("d", "problem", "model", "kappa", "solver", "seeds", "p_c", "alpha_c", "ci_low", "ci_high",
+                    "theory_alpha_c", "undecided"):
+            assert key in row
+        assert row["seeds"] == 6 and row["undecided"] == 0
+    files = sorted(out.glob("records/*.jsonl"))
+    assert len(files) == 4
+    recs = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    assert sorted(r["seed"] for r in recs) == sorted(list(range(6)) * 2)
+    before = {f: f.stat().st_mtime_ns for f in files}
+    again = _cli(*args)
+    assert again.returncode == 0 and json.loads(again.stdout)["rows"] == rows
+    assert {f: f.stat().st_mtime_ns for f in files} == before, "a finished unit is read, not rerun"
+    read = _cli("capacity", str(out), "--json")
+    assert read.returncode == 0 and json.loads(read.stdout)["rows"] == rows
