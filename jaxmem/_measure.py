@@ -14,6 +14,7 @@ import math
 import time
 from collections import defaultdict
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -201,3 +202,61 @@ def measure(points: list[dict], *, store=None, shard: tuple[int, int] = (0, 1), 
         if log is not None:
             print(f"    done in {time.perf_counter() - t:.0f} s", file=log, flush=True)
     return recs
+
+
+class CapacityEstimate(eqx.Module):
+    """One measured capacity point (host side): per-seed thresholds and their median.
+
+    `p_c` is the median threshold, `alpha_c = p_c ln p_c / d^2`, `[ci_low, ci_high]` its
+    distribution-free 95% interval in `alpha`; `p_star` and `p_hi` bracket each seed's threshold
+    (`p_star` exactly when `p_hi == p_star + 1`); `undecided` counts seeds whose search stopped at
+    an undecided instance; `theory_alpha_c` is `alpha_c(p_c, kappa)` of docs/science.md 2.1.
+    """
+
+    d: int
+    problem: str
+    model: str
+    kappa: float
+    solver: str
+    seeds: int
+    p_c: float
+    alpha_c: float
+    ci_low: float
+    ci_high: float
+    undecided: int
+    theory_alpha_c: float | None
+    p_star: np.ndarray
+    p_hi: np.ndarray
+
+    def to_json(self) -> dict:
+        out = {k: getattr(self, k) for k in ("d", "problem", "model", "kappa", "solver", "seeds", "p_c", "alpha_c",
+                                             "ci_low", "ci_high", "undecided", "theory_alpha_c")}
+        return dict(out, p_star=self.p_star.tolist(), p_hi=self.p_hi.tolist())
+
+
+def capacity(*, d: int, problem: str = "op", seeds: int = 64, model: str = "full", kappa: float | None = None,
+             solver: str = "certified", seed0: int = 0, decide_config: DecideConfig = DecideConfig(),
+             adam_config: AdamConfig = AdamConfig(), plan: SearchPlan | None = None, log=None) -> CapacityEstimate:
+    """Measure the capacity at dimension `d` from per-seed thresholds on nested tasks.
+
+    **Arguments:**
+
+    - `d`, `problem` (`"op"`/`"dp"`), `seeds`: the point and its number of seeds.
+    - `model`, `kappa`: `"full"`, or `"factored"` with rank fraction `kappa` (a certified lower bound).
+    - `solver`: `"certified"` (what the problem allows) or `"adam"` (the paper's protocol).
+    - `seed0`: seed `s` is the task `make_task(fold_in(key(seed0), s), ...)`.
+    - `decide_config`, `adam_config`, `plan`: solver settings and the search plan (default from theory).
+    - `log`: optional file for progress lines.
+
+    **Returns:** a `CapacityEstimate`.
+    """
+    units = point_configs(d=d, problem=problem, model=model, kappa=kappa, solver=solver, seeds=seeds, seed0=seed0,
+                          decide_config=decide_config, adam_config=adam_config, plan=plan)
+    recs = measure(units, log=log)
+    row = threshold_rows(recs)[0]
+    recs = sorted(recs, key=lambda r: r["seed"])
+    return CapacityEstimate(d=row["d"], problem=row["problem"], model=row["model"], kappa=row["kappa"],
+                            solver=row["solver"], seeds=row["seeds"], p_c=row["p_c"], alpha_c=row["alpha_c"],
+                            ci_low=row["ci_low"], ci_high=row["ci_high"], undecided=row["undecided"],
+                            theory_alpha_c=row.get("theory_alpha_c"),
+                            p_star=np.array([r["p_star"] for r in recs]), p_hi=np.array([r["p_hi"] for r in recs]))

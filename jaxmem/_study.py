@@ -64,7 +64,7 @@ def write_report(out: str) -> tuple[str, list[dict]]:
     L = ["# jaxmem capacity report", "",
          f"Records: {len(recs)} runs in `{out}/records/` (one JSON line per config and seed). "
          "Capacity: logistic fit of P(all stored) against ln p, `alpha_hat_c = p_c ln p_c / d^2`, "
-         "95% percentile bootstrap over seeds. Theory: Gardner `alpha_c(p_c, kappa)` of science.md 2.1/2.2 "
+         "95% percentile bootstrap over seeds. Theory: Gardner `alpha_c(p_c, kappa)` of docs/science.md 2.1/2.2 "
          "at the measured `p_c`; for the Hebbian rule, the load where the finite-size theory's "
          "P(all stored) crosses 1/2.", "",
          "## Capacity against theory", "",
@@ -219,17 +219,15 @@ def _cmd_capacity(a):
         if not recs and not sweep:
             raise ValueError(f"no records under {a.dir!r}")
         sweep_rows = estimate(sweep) if sweep else []
-    rows = threshold_rows(recs)
-    op_dp = [dict(c, model="full", solver=solver) for solver in ("certified", "adam")
+    rows = [dict(r, kind="threshold") for r in threshold_rows(recs)]
+    op_dp = [dict(c, kind="threshold", model="full", solver=solver) for solver in ("certified", "adam")
              for c in compare(recs, dict(problem="op", model="full", solver=solver),
                               dict(problem="dp", model="full", solver=solver))]
     avc = adam_vs_certified(recs)
     if a.json:
-        out = dict(rows=rows, op_vs_dp=op_dp, adam_vs_certified=avc)
-        if sweep_rows:
-            out["sweep_rows"] = public(sweep_rows)
-            out["sweep_op_vs_dp"] = compare_op_dp(sweep_rows)
-        _print_json(out)
+        rows += [dict(r, kind="sweep") for r in public(sweep_rows)]
+        op_dp += [dict(c, kind="sweep") for c in compare_op_dp(sweep_rows)] if sweep_rows else []
+        _print_json(dict(rows=rows, op_vs_dp=op_dp, adam_vs_certified=avc))
         return
     if rows:
         _print_threshold_rows(rows)

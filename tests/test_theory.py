@@ -213,7 +213,7 @@ def test_hebbian_accuracy_vs_simulation(d):
                 assert abs(acc.mean() - pred) < 5 * acc.std() / math.sqrt(32) + 2e-3
             else:
                 assert abs(acc.mean() - pred) < 0.03
-    assert float(th.hebbian_asymptotic(32, 72)) > 0.89  # science.md: the asymptote is badly off
+    assert float(th.hebbian_asymptotic(32, 72)) > 0.89  # docs/science.md: the asymptote is badly off
 
 
 def test_optimal_score_law_sits_below_threshold():

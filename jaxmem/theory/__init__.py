@@ -1,4 +1,4 @@
-"""jaxmem.theory: float64 predictions for linear associative memories (science.md section 2).
+"""jaxmem.theory: float64 predictions for linear associative memories (docs/science.md section 2).
 
 Pure functions of `(alpha, p, kappa, margin)`, jit-able, vmappable and differentiable; no
 dependency on the simulation side. Every public function computes in float64 whatever the

@@ -1,4 +1,4 @@
-"""Gardner capacity of the decoupled problem (science.md 2.1, 2.2).
+"""Gardner capacity of the decoupled problem (docs/science.md 2.1, 2.2).
 
 `alpha_c(p, kappa, m) = ln(p) F(kappa) / E_z[dist(z, C_p(m))^2]`, `z ~ N(0, I_p)`, where
 `C_p(m) = {h : h_1 >= h_rho + m for all rho != 1}`. The projection pools the target with the

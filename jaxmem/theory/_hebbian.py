@@ -1,4 +1,4 @@
-"""Hebbian memory `W_H = sum_mu u_mu e_mu^T` at finite `(d, p)` (science.md 2.5).
+"""Hebbian memory `W_H = sum_mu u_mu e_mu^T` at finite `(d, p)` (docs/science.md 2.5).
 
 Exact representation of the DP. Condition on `a = |e_mu|^2`, `b = |u_mu|^2` (chi^2_d),
 `C = sum_{nu != mu} (e_nu . e_mu)^2 / a` (chi^2_{p-1}), `y ~ N(0,1)`, `R ~ chi^2_{d-1}`. Then

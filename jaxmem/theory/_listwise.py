@@ -1,4 +1,4 @@
-"""Listwise (tail-average margin) retrieval, Barnfield et al. arXiv 2605.05189 (science.md 2.6).
+"""Listwise (tail-average margin) retrieval, Barnfield et al. arXiv 2605.05189 (docs/science.md 2.6).
 
 The target must beat the mean of its top `k = ceil(r (p-1))` competitors; the capacity in
 `p / d^2` is `alpha_G,c(r) = 1 / E[(kappa_r - G)_+^2]` with `kappa_r = phi(Phi^{-1}(1-r)) / r`

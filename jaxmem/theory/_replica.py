@@ -1,4 +1,4 @@
-"""Replica-symmetric saddle point of the decoupled problem (science.md 2.1).
+"""Replica-symmetric saddle point of the decoupled problem (docs/science.md 2.1).
 
     phi(q) = 1/2 [ln(1-q) + q/(1-q)] + alpha_G E_z ln Z_out(sqrt(q) z, 1-q)
     Z_out(omega, V) = int Dxi prod_{rho != 1} Phi((omega_1 - omega_rho - m)/sqrt(V) + xi)

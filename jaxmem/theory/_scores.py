@@ -1,4 +1,4 @@
-"""Predicted laws of the normalised target and best-competitor scores (science.md 2.4).
+"""Predicted laws of the normalised target and best-competitor scores (docs/science.md 2.4).
 
 Optimal memory at capacity: the scores of input `mu` are the projection of `z ~ N(0, I_p)` onto
 `C_p(0)`; its target coordinate is the water level `t(z)` (or `z_1` when it already wins), the

@@ -1,4 +1,4 @@
-"""Quarter-circle law and its truncation to the top `kappa` fraction (science.md 2.2, 2.3).
+"""Quarter-circle law and its truncation to the top `kappa` fraction (docs/science.md 2.2, 2.3).
 
 `rho_qc(s) = sqrt(4 - s^2) / pi` on [0, 2]. With `s = 2 cos(phi)` the mass above `s` is
 `(2 phi - sin 2phi) / pi` and the second moment above `s` is `(2 phi - sin(4 phi)/2) / pi`, so the

@@ -1,0 +1,85 @@
+"""Certified capacity points and the Adam protocol on the same nested tasks, timed in one run.
+
+For each point: wall time (compilation included, as a user sees it), decisions and solver
+iterations, and the floor set by FLOPs: one decider iteration costs what one cross-entropy
+gradient costs (`4 p^2 d + 4 p d^2` FLOPs for the margins and their adjoint), so the time
+those iterations would take at this machine's measured float32 matmul peak is a lower bound.
+Records go to `--out` (resumable, so a killed run continues); the table is rebuilt from them
+by `jaxmem capacity OUT`.
+
+    python benchmarks/capacity_point.py --d 16 24 32 48 --seeds 64 --adam-d 16 24 32 --adam-seeds 32
+"""
+
+import argparse
+import json
+import sys
+import time
+
+from _common import matmul_peak, write
+from jaxmem._measure import adam_vs_certified, compare, measure, point_configs, threshold_rows
+from jaxmem._sweep import Store
+
+
+def run_point(store, **kw):
+    units = point_configs(**kw)
+    t = time.perf_counter()
+    recs = measure(units, store=store, log=sys.stderr)
+    wall = time.perf_counter() - t
+    row = threshold_rows(recs)[0]
+    d = kw["d"]
+    dec = [x for r in recs for x in r["decisions"]]
+    iters = sum(x["iterations"] for x in dec)
+    flops = sum(x["iterations"] * (4 * x["p"] ** 2 * d + 4 * x["p"] * d * d) for x in dec)
+    return recs, dict(row, wall_s=wall, decisions=len(dec), iterations=iters,
+                      iterations_per_decision=iters / max(1, len(dec)), flops=flops)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--d", type=int, nargs="+", default=[16, 24, 32, 48])
+    ap.add_argument("--problem", nargs="+", default=["op", "dp"])
+    ap.add_argument("--seeds", type=int, default=64)
+    ap.add_argument("--adam-d", type=int, nargs="*", default=[16, 24, 32])
+    ap.add_argument("--adam-problem", nargs="+", default=["op"])
+    ap.add_argument("--adam-seeds", type=int, default=32)
+    ap.add_argument("--out", default="runs/capacity_point")
+    a = ap.parse_args()
+    store = Store(a.out)
+    peak = matmul_peak(2048)
+    rows, recs = [], []
+    for d in a.d:
+        for problem in a.problem:
+            r, row = run_point(store, d=d, problem=problem, seeds=a.seeds)
+            recs += r
+            row["floor_s"] = row["flops"] / peak
+            rows.append(row)
+            print(f"certified d={d} {problem}: alpha_c {row['alpha_c']:.4f} [{row['ci_low']:.4f}, {row['ci_high']:.4f}] "
+                  f"(width {row['ci_high'] - row['ci_low']:.4f}), undecided {row['undecided']}, {row['wall_s']:.0f} s; "
+                  f"{row['decisions']} decisions, {row['iterations_per_decision']:.0f} iterations each; "
+                  f"FLOP floor {row['floor_s']:.1f} s at {peak / 1e9:.0f} GFLOP/s "
+                  f"({row['wall_s'] / row['floor_s']:.0f}x the floor)", flush=True)
+    for d in a.adam_d:
+        for problem in a.adam_problem:
+            r, row = run_point(store, d=d, problem=problem, seeds=a.adam_seeds, solver="adam")
+            recs += r
+            row["floor_s"] = None
+            rows.append(row)
+            print(f"adam d={d} {problem}: alpha_c {row['alpha_c']:.4f} [{row['ci_low']:.4f}, {row['ci_high']:.4f}], "
+                  f"{row['wall_s']:.0f} s; {row['decisions']} runs, {row['iterations_per_decision']:.0f} steps each",
+                  flush=True)
+    everything = store.records(log=None)
+    avc = adam_vs_certified(everything)
+    for c in avc:
+        print(f"adam vs certified d={c['d']} {c['problem']} ({c['seeds']} seeds): Adam below certified for "
+              f"{c['fraction_below']:.2f} of seeds, capacity lost {c['lost']:+.4f} "
+              f"({c['alpha_certified']:.4f} -> {c['alpha_adam']:.4f})")
+    opdp = compare(everything, dict(problem="op", solver="certified"), dict(problem="dp", solver="certified"))
+    for c in opdp:
+        print(f"OP - DP d={c['d']}: {c['diff']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}] {c['verdict']}")
+    path = write("capacity_point", dict(matmul_peak=peak, rows=rows, adam_vs_certified=avc, op_vs_dp=opdp,
+                                        argv=sys.argv, out=a.out))
+    print(f"written {path}")
+
+
+if __name__ == "__main__":
+    main()
