@@ -67,7 +67,7 @@ def main():
             print(f"adam d={d} {problem}: alpha_c {row['alpha_c']:.4f} [{row['ci_low']:.4f}, {row['ci_high']:.4f}], "
                   f"{row['wall_s']:.0f} s; {row['decisions']} runs, {row['iterations_per_decision']:.0f} steps each",
                   flush=True)
-    everything = store.records(log=None)
+    everything = store.records(warn=False)
     avc = adam_vs_certified(everything)
     for c in avc:
         print(f"adam vs certified d={c['d']} {c['problem']} ({c['seeds']} seeds): Adam below certified for "

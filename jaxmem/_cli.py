@@ -24,8 +24,28 @@ def _float(s: str) -> float:
     return float(s)
 
 
+def _finite(obj):
+    """`obj` with every non-finite float replaced by None (JSON has no NaN or infinity); a dict
+    that had any gets a `nonfinite` list naming those keys, saying why they are null."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        out = {k: _finite(v) for k, v in obj.items()}
+        bad = [k for k, v in obj.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            out["nonfinite"] = bad
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.ndarray):
+        return _finite(obj.tolist())
+    return obj
+
+
 def _print_json(obj):
-    print(json.dumps(obj, allow_nan=False, default=_default))
+    print(json.dumps(_finite(obj), allow_nan=False, default=_default))
 
 
 def _default(x):

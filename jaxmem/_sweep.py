@@ -1,7 +1,8 @@
 """Resumable sweeps and capacity estimates.
 
 Store layout (`out/`):
-    meta.json                   versions, device, commands run (rewritten atomically)
+    meta.json                   versions and device (written once, atomically)
+    commands/<time-pid-id>.json one file per command run (never read-modified-written)
     records/<config-id>.jsonl   one JSON line per seed of one config, written atomically
                                 (temp file + rename) once its vmapped ensemble has finished
 
@@ -28,7 +29,7 @@ import numpy as np
 from ._experiment import run_experiment
 from ._models import MODELS, rank_of
 from ._tasks import PROBLEMS, load, p_from_alpha
-from ._validate import check_choice, check_int
+from ._validate import check_choice, check_int, check_positive
 from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
 
 RECORD_VERSION = 1
@@ -95,6 +96,12 @@ def make_config(*, d, p, problem, model, kappa, knobs: Knobs) -> dict:
     else:
         kappa = 1.0
     hebb = model == "hebbian"
+    check_int("seeds", knobs.seeds, 1, 1_000_000)
+    check_int("seed0", knobs.seed0, 0, 2**31 - 1)  # keys alias beyond 32 bits
+    if not hebb:
+        check_int("steps", knobs.steps, 0)
+        check_positive("lr", knobs.lr)
+        check_positive("init_scale", knobs.init_scale)
     return dict(d=d, p=p, problem=problem, model=model, kappa=kappa,
                 steps=0 if hebb else knobs.steps, lr=0.0 if hebb else knobs.lr,
                 init_scale=0.0 if hebb else knobs.init_scale, seeds=knobs.seeds, seed0=knobs.seed0,
@@ -160,8 +167,9 @@ class Store:
         self.write(cfg, recs)
         return recs
 
-    def records(self, log=sys.stderr) -> list[dict]:
-        """Every valid record in the folder (all processes' files merged)."""
+    def records(self, warn: bool = True) -> list[dict]:
+        """Every valid record in the folder (all processes' files merged); an invalid file is
+        skipped with a warning on stderr naming it (unless `warn` is false)."""
         out = []
         if not os.path.isdir(self.records_dir):
             return out
@@ -170,28 +178,43 @@ class Store:
                 path = os.path.join(self.records_dir, name)
                 recs = self._read(path)
                 if recs is None:
-                    if log is not None:
-                        print(f"jaxmem: warning: skipping invalid record file {path}", file=log)
+                    if warn:
+                        print(f"jaxmem: warning: skipping invalid record file {path}", file=sys.stderr)
                     continue
                 out += recs
         return out
 
     def note_command(self, argv: list[str]) -> None:
+        """Log a command: `meta.json` (versions, device; written once, rewritten only if
+        unreadable) and one new file per command under `commands/`, so concurrent commands
+        never lose each other's entries."""
+        import uuid
+
         import jax
 
         path = os.path.join(self.out, "meta.json")
-        meta = {}
-        if os.path.exists(path):
+        try:
             with open(path) as f:
-                meta = json.load(f)
-        meta.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-        meta["record_version"] = RECORD_VERSION
-        meta["versions"] = versions()
-        meta["device"] = dict(platform=jax.devices()[0].platform, kind=jax.devices()[0].device_kind,
-                              count=jax.device_count())
-        meta.setdefault("commands", []).append(dict(argv=argv, pid=os.getpid(),
-                                                    at=time.strftime("%Y-%m-%dT%H:%M:%S%z")))
-        atomic_write(path, json.dumps(meta, indent=1))
+                json.load(f)
+        except (OSError, ValueError):
+            meta = dict(created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), record_version=RECORD_VERSION,
+                        versions=versions(), device=dict(platform=jax.devices()[0].platform,
+                                                         kind=jax.devices()[0].device_kind, count=jax.device_count()))
+            atomic_write(path, json.dumps(meta, indent=1))
+        at = time.strftime("%Y%m%dT%H%M%S")
+        entry = dict(argv=list(argv), pid=os.getpid(), at=at, versions=versions())
+        atomic_write(os.path.join(self.out, "commands", f"{at}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"),
+                     json.dumps(entry, indent=1))
+
+    def commands(self) -> list[dict]:
+        """Every logged command, oldest first."""
+        folder = os.path.join(self.out, "commands")
+        out = []
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if name.endswith(".json"):
+                with open(os.path.join(folder, name)) as f:
+                    out.append(json.load(f))
+        return out
 
 
 def _finite_list(x):
@@ -203,8 +226,8 @@ def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> li
     res = run_experiment(
         d=cfg["d"], p=cfg["p"], problem=cfg["problem"], model=cfg["model"],
         kappa=cfg["kappa"] if cfg["model"] == "factored" else None, seeds=cfg["seeds"], seed0=cfg["seed0"],
-        steps=cfg["steps"] or DEFAULT_STEPS, lr=cfg["lr"] or DEFAULT_LR,
-        init_scale=cfg["init_scale"] or DEFAULT_INIT_SCALE, embedding=cfg["embedding"],
+        # exactly the config's knobs (the Hebbian rule, which has none, records zeros and ignores them)
+        steps=cfg["steps"], lr=cfg["lr"], init_scale=cfg["init_scale"], embedding=cfg["embedding"],
         progress=progress, keep_metrics=detail,
     )
     met = res.get("_metrics")
