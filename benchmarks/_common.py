@@ -10,9 +10,15 @@ import jax.numpy as jnp
 
 
 def machine() -> dict:
-    return dict(cpus=os.cpu_count(), platform=platform.platform(), python=platform.python_version(),
-                jax=jax.__version__, backend=jax.default_backend(), device=jax.devices()[0].device_kind,
-                n_devices=jax.device_count())
+    return dict(
+        cpus=os.cpu_count(),
+        platform=platform.platform(),
+        python=platform.python_version(),
+        jax=jax.__version__,
+        backend=jax.default_backend(),
+        device=jax.devices()[0].device_kind,
+        n_devices=jax.device_count(),
+    )
 
 
 def write(name: str, res: dict) -> str:

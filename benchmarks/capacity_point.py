@@ -11,7 +11,6 @@ by `jaxmem capacity OUT`.
 """
 
 import argparse
-import json
 import sys
 import time
 
@@ -30,8 +29,14 @@ def run_point(store, **kw):
     dec = [x for r in recs for x in r["decisions"]]
     iters = sum(x["iterations"] for x in dec)
     flops = sum(x["iterations"] * (4 * x["p"] ** 2 * d + 4 * x["p"] * d * d) for x in dec)
-    return recs, dict(row, wall_s=wall, decisions=len(dec), iterations=iters,
-                      iterations_per_decision=iters / max(1, len(dec)), flops=flops)
+    return recs, dict(
+        row,
+        wall_s=wall,
+        decisions=len(dec),
+        iterations=iters,
+        iterations_per_decision=iters / max(1, len(dec)),
+        flops=flops,
+    )
 
 
 def main():
@@ -53,31 +58,46 @@ def main():
             recs += r
             row["floor_s"] = row["flops"] / peak
             rows.append(row)
-            print(f"certified d={d} {problem}: alpha_c {row['alpha_c']:.4f} [{row['ci_low']:.4f}, {row['ci_high']:.4f}] "
-                  f"(width {row['ci_high'] - row['ci_low']:.4f}), undecided {row['undecided']}, {row['wall_s']:.0f} s; "
-                  f"{row['decisions']} decisions, {row['iterations_per_decision']:.0f} iterations each; "
-                  f"FLOP floor {row['floor_s']:.1f} s at {peak / 1e9:.0f} GFLOP/s "
-                  f"({row['wall_s'] / row['floor_s']:.0f}x the floor)", flush=True)
+            print(
+                f"certified d={d} {problem}: alpha_c {row['alpha_c']:.4f} [{row['ci_low']:.4f}, "
+                f"{row['ci_high']:.4f}] "
+                f"(width {row['ci_high'] - row['ci_low']:.4f}), undecided {row['undecided']}, "
+                f"{row['wall_s']:.0f} s; "
+                f"{row['decisions']} decisions, {row['iterations_per_decision']:.0f} iterations each; "
+                f"FLOP floor {row['floor_s']:.1f} s at {peak / 1e9:.0f} GFLOP/s "
+                f"({row['wall_s'] / row['floor_s']:.0f}x the floor)",
+                flush=True,
+            )
     for d in a.adam_d:
         for problem in a.adam_problem:
             r, row = run_point(store, d=d, problem=problem, seeds=a.adam_seeds, solver="adam")
             recs += r
             row["floor_s"] = None
             rows.append(row)
-            print(f"adam d={d} {problem}: alpha_c {row['alpha_c']:.4f} [{row['ci_low']:.4f}, {row['ci_high']:.4f}], "
-                  f"{row['wall_s']:.0f} s; {row['decisions']} runs, {row['iterations_per_decision']:.0f} steps each",
-                  flush=True)
+            print(
+                f"adam d={d} {problem}: alpha_c {row['alpha_c']:.4f} [{row['ci_low']:.4f}, "
+                f"{row['ci_high']:.4f}], "
+                f"{row['wall_s']:.0f} s; {row['decisions']} runs, {row['iterations_per_decision']:.0f} "
+                f"steps each",
+                flush=True,
+            )
     everything = store.records(warn=False)
     avc = adam_vs_certified(everything)
     for c in avc:
-        print(f"adam vs certified d={c['d']} {c['problem']} ({c['seeds']} seeds): Adam below certified for "
-              f"{c['fraction_below']:.2f} of seeds, capacity lost {c['lost']:+.4f} "
-              f"({c['alpha_certified']:.4f} -> {c['alpha_adam']:.4f})")
+        print(
+            f"adam vs certified d={c['d']} {c['problem']} ({c['seeds']} seeds): Adam below certified for "
+            f"{c['fraction_below']:.2f} of seeds, capacity lost {c['lost']:+.4f} "
+            f"({c['alpha_certified']:.4f} -> {c['alpha_adam']:.4f})"
+        )
     opdp = compare(everything, dict(problem="op", solver="certified"), dict(problem="dp", solver="certified"))
     for c in opdp:
-        print(f"OP - DP d={c['d']}: {c['diff']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}] {c['verdict']}")
-    path = write("capacity_point", dict(matmul_peak=peak, rows=rows, adam_vs_certified=avc, op_vs_dp=opdp,
-                                        argv=sys.argv, out=a.out))
+        print(
+            f"OP - DP d={c['d']}: {c['diff']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}] {c['verdict']}"
+        )
+    path = write(
+        "capacity_point",
+        dict(matmul_peak=peak, rows=rows, adam_vs_certified=avc, op_vs_dp=opdp, argv=sys.argv, out=a.out),
+    )
     print(f"written {path}")
 
 

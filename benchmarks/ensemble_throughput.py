@@ -10,9 +10,9 @@ import os
 import time
 
 import jax
-
 import jaxmem as jm
 from _common import write
+
 
 N, D, ALPHA, STEPS = 64, 32, 0.6, 500
 
@@ -69,7 +69,6 @@ def stepwise_loop(tasks, lr):
 def kernel_profile(tasks):
     """Per-step cost of the ensemble's main kernels, on the same arrays (ms per step)."""
     import jax.numpy as jnp
-
     from _common import best_time
 
     E, U = tasks.inputs, tasks.targets
@@ -77,8 +76,10 @@ def kernel_profile(tasks):
     scores = jax.jit(lambda W: jnp.einsum("npd,nqd->npq", jnp.einsum("npd,nkd->npk", E, W), U))
     S = scores(W)
     ex = jax.jit(jnp.exp)
-    return dict(score_matmuls_ms=1e3 * best_time(lambda: scores(W).block_until_ready(), repeats=20),
-                exp_ms=1e3 * best_time(lambda: ex(S).block_until_ready(), repeats=20))
+    return dict(
+        score_matmuls_ms=1e3 * best_time(lambda: scores(W).block_until_ready(), repeats=20),
+        exp_ms=1e3 * best_time(lambda: ex(S).block_until_ready(), repeats=20),
+    )
 
 
 def main():
@@ -101,19 +102,33 @@ def main():
     except ImportError:
         t_torch = None
     prof = kernel_profile(tasks)
-    res = dict(n=N, d=D, p=p, vmapped_ms_per_step=1e3 * t_vmap / STEPS, **prof, alpha=jm.load(D, p), steps=STEPS, vmapped_s=t_vmap, loop_jitted_s=t_loop, loop_jitted_step_s=t_step,
-               speedup_vs_stepwise=t_step / t_vmap,
-               torch_eager_s=t_torch, speedup_vs_loop=t_loop / t_vmap,
-               speedup_vs_torch=None if t_torch is None else t_torch / t_vmap,
-               fraction_all_stored=float(run.all_stored.mean()))
+    res = dict(
+        n=N,
+        d=D,
+        p=p,
+        vmapped_ms_per_step=1e3 * t_vmap / STEPS,
+        **prof,
+        alpha=jm.load(D, p),
+        steps=STEPS,
+        vmapped_s=t_vmap,
+        loop_jitted_s=t_loop,
+        loop_jitted_step_s=t_step,
+        speedup_vs_stepwise=t_step / t_vmap,
+        torch_eager_s=t_torch,
+        speedup_vs_loop=t_loop / t_vmap,
+        speedup_vs_torch=None if t_torch is None else t_torch / t_vmap,
+        fraction_all_stored=float(run.all_stored.mean()),
+    )
     print(f"{N} OP instances, d={D}, p={p}, {STEPS} Adam steps")
     print(f"{'jaxmem vmapped':>24}: {t_vmap:8.2f} s")
     print(f"{'loop of jaxmem.train n=1':>24}: {t_loop:8.2f} s   ({res['speedup_vs_loop']:.1f}x slower)")
     print(f"{'loop of jitted steps':>24}: {t_step:8.2f} s   ({res['speedup_vs_stepwise']:.1f}x slower)")
     if t_torch is not None:
         print(f"{'PyTorch eager loop':>24}: {t_torch:8.2f} s   ({res['speedup_vs_torch']:.1f}x slower)")
-    print(f"profile: vmapped step {res['vmapped_ms_per_step']:.2f} ms; of which forward score matmuls "
-          f"{prof['score_matmuls_ms']:.2f} ms, one exp over the scores {prof['exp_ms']:.2f} ms")
+    print(
+        f"profile: vmapped step {res['vmapped_ms_per_step']:.2f} ms; of which forward score matmuls "
+        f"{prof['score_matmuls_ms']:.2f} ms, one exp over the scores {prof['exp_ms']:.2f} ms"
+    )
     print(f"written {write('ensemble_throughput', res)}")
 
 

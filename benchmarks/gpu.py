@@ -14,11 +14,10 @@ import time
 
 import jax
 import jax.numpy as jnp
-from jax import lax
-
 import jaxmem as jm
-from jaxmem._loss import _stream_pass
 from _common import matmul_peak, write
+from jax import lax
+from jaxmem._loss import _stream_pass
 
 
 def case(d, problem, steps, n):
@@ -39,11 +38,21 @@ def case(d, problem, steps, n):
         task = jax.tree.map(lambda x: x[i], tasks)
         W = run.model.W[i]
         s_def = _stream_pass(jnp.matmul(task.inputs, W.T), task, 1024, lax.Precision.DEFAULT)[2].stored
-        s_hi = _stream_pass(jnp.matmul(task.inputs, W.T, precision=lax.Precision.HIGHEST), task, 1024,
-                            lax.Precision.HIGHEST)[2].stored
+        s_hi = _stream_pass(
+            jnp.matmul(task.inputs, W.T, precision=lax.Precision.HIGHEST), task, 1024, lax.Precision.HIGHEST
+        )[2].stored
         changed += int(jnp.sum(s_def != s_hi))
-    return dict(d=d, p=p, problem=problem, n=n, seconds_per_step=per_step, achieved_flops=flops / per_step,
-                decisions=n * p, decisions_changed_tf32=changed, accuracy=float(run.accuracy.mean()))
+    return dict(
+        d=d,
+        p=p,
+        problem=problem,
+        n=n,
+        seconds_per_step=per_step,
+        achieved_flops=flops / per_step,
+        decisions=n * p,
+        decisions_changed_tf32=changed,
+        accuracy=float(run.accuracy.mean()),
+    )
 
 
 def main():
@@ -57,12 +66,20 @@ def main():
             r = case(d, problem, steps, n)
             r["fraction_of_default_peak"] = r["achieved_flops"] / peak_default
             rows.append(r)
-            print(f"d={d:5d} p={r['p']:6d} {problem}: {1e3 * r['seconds_per_step']:8.2f} ms/step, "
-                  f"{r['achieved_flops'] / 1e12:6.2f} TFLOP/s ({100 * r['fraction_of_default_peak']:.0f}% of the "
-                  f"default-precision peak {peak_default / 1e12:.1f}), decisions changed by TF32: "
-                  f"{r['decisions_changed_tf32']} of {r['decisions']}", flush=True)
-    print(f"float32 matmul peak: default precision {peak_default / 1e12:.2f} TFLOP/s, HIGHEST {peak_highest / 1e12:.2f}")
-    print(f"written {write('gpu_quick' if quick else 'gpu', dict(rows=rows, peak_default=peak_default, peak_highest=peak_highest))}")
+            print(
+                f"d={d:5d} p={r['p']:6d} {problem}: {1e3 * r['seconds_per_step']:8.2f} ms/step, "
+                f"{r['achieved_flops'] / 1e12:6.2f} TFLOP/s ({100 * r['fraction_of_default_peak']:.0f}% "
+                f"of the "
+                f"default-precision peak {peak_default / 1e12:.1f}), decisions changed by TF32: "
+                f"{r['decisions_changed_tf32']} of {r['decisions']}",
+                flush=True,
+            )
+    print(
+        f"float32 matmul peak: default precision {peak_default / 1e12:.2f} TFLOP/s, HIGHEST "
+        f"{peak_highest / 1e12:.2f}"
+    )
+    res = dict(rows=rows, peak_default=peak_default, peak_highest=peak_highest)
+    print("written " + write("gpu_quick" if quick else "gpu", res))
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ bound by it. Generates one `(rows, block, d)` candidate block as the streaming k
 
 import jax
 import jax.numpy as jnp
-
 import jaxmem as jm
 from _common import best_time, write
+
 
 ROWS, BLOCK, D, P = 256, 256, 128, 4096
 
@@ -28,8 +28,10 @@ def rate(impl):
 def main():
     rows = [rate(impl) for impl in ("threefry2x32", "rbg", "unsafe_rbg")]
     for r in rows:
-        print(f"{r['impl']:>13}: DP candidates {r['candidates_per_s'] / 1e6:6.1f} M normals/s, "
-              f"one jax.random.normal call {r['plain_normals_per_s'] / 1e6:6.1f} M/s")
+        print(
+            f"{r['impl']:>13}: DP candidates {r['candidates_per_s'] / 1e6:6.1f} M normals/s, "
+            f"one jax.random.normal call {r['plain_normals_per_s'] / 1e6:6.1f} M/s"
+        )
     print(f"written {write('rng', dict(rows=rows, rows_block_d=[ROWS, BLOCK, D]))}")
 
 

@@ -11,7 +11,6 @@ import time
 
 import jax
 import numpy as np
-
 from jaxmem import theory as th
 
 
@@ -30,17 +29,38 @@ def main():
     q = np.asarray(path.q)
     t_saddle = time.perf_counter() - t
     res = dict(
-        machine=dict(cpus=os.cpu_count(), platform=platform.platform(), jax=jax.__version__,
-                     device=jax.devices()[0].device_kind),
-        alpha_c_50=dict(seconds=t_cap, p_min=10, p_max=1e12, max_se=se_max,
-                        alpha_c_first=float(caps[0].alpha_c), alpha_c_last=float(caps[-1].alpha_c)),
-        saddle_20=dict(seconds=t_saddle, p=p, samples=256, alphas=alphas.tolist(), q=q.tolist(),
-                       status=np.asarray(path.status).tolist()),
+        machine=dict(
+            cpus=os.cpu_count(),
+            platform=platform.platform(),
+            jax=jax.__version__,
+            device=jax.devices()[0].device_kind,
+        ),
+        alpha_c_50=dict(
+            seconds=t_cap,
+            p_min=10,
+            p_max=1e12,
+            max_se=se_max,
+            alpha_c_first=float(caps[0].alpha_c),
+            alpha_c_last=float(caps[-1].alpha_c),
+        ),
+        saddle_20=dict(
+            seconds=t_saddle,
+            p=p,
+            samples=256,
+            alphas=alphas.tolist(),
+            q=q.tolist(),
+            status=np.asarray(path.status).tolist(),
+        ),
     )
-    print(f"alpha_c at 50 p in [10, 1e12]: {t_cap:.2f} s (max se {se_max:.5f}; "
-          f"alpha_c(10) = {res['alpha_c_50']['alpha_c_first']:.4f}, alpha_c(1e12) = {res['alpha_c_50']['alpha_c_last']:.4f})")
-    print(f"20-point saddle continuation, p = {p}: {t_saddle:.2f} s (including compilation); "
-          f"q* from {q[0]:.3f} to {q[-1]:.4f}, all status 0: {bool(np.all(np.asarray(path.status) == 0))}")
+    print(
+        f"alpha_c at 50 p in [10, 1e12]: {t_cap:.2f} s (max se {se_max:.5f}; "
+        f"alpha_c(10) = {res['alpha_c_50']['alpha_c_first']:.4f}, alpha_c(1e12) = "
+        f"{res['alpha_c_50']['alpha_c_last']:.4f})"
+    )
+    print(
+        f"20-point saddle continuation, p = {p}: {t_saddle:.2f} s (including compilation); "
+        f"q* from {q[0]:.3f} to {q[-1]:.4f}, all status 0: {bool(np.all(np.asarray(path.status) == 0))}"
+    )
     os.makedirs("benchmarks/results", exist_ok=True)
     with open("benchmarks/results/theory_timing.json", "w") as f:
         json.dump(res, f, indent=1)

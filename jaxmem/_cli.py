@@ -96,18 +96,30 @@ def _cmd_train(a):
     if a.model == "factored" and a.kappa is None:
         a.kappa = 1.0
     res = run_experiment(
-        d=a.d, p=a.p, alpha=a.alpha, problem=a.problem, model=a.model, kappa=a.kappa,
-        seeds=a.seeds, seed0=a.seed0, embedding=a.embedding, progress=not (a.quiet or a.json),
+        d=a.d,
+        p=a.p,
+        alpha=a.alpha,
+        problem=a.problem,
+        model=a.model,
+        kappa=a.kappa,
+        seeds=a.seeds,
+        seed0=a.seed0,
+        embedding=a.embedding,
+        progress=not (a.quiet or a.json),
         **_train_knobs(a),
     )
     res.update(_versions())
     if a.json:
         _print_json(res)
         return
-    print(f"d={res['d']} p={res['p']} alpha={res['alpha']:.4f} problem={res['problem']} "
-          f"model={res['model']} kappa={res['kappa']:.3f} seeds={res['seeds']}")
-    rows = [dict(seed=i, accuracy=f"{acc:.4f}", all_stored=st, steps_to_store=s)
-            for i, (acc, st, s) in enumerate(zip(res["accuracy"], res["all_stored"], res["steps_to_store"]))]
+    print(
+        f"d={res['d']} p={res['p']} alpha={res['alpha']:.4f} problem={res['problem']} "
+        f"model={res['model']} kappa={res['kappa']:.3f} seeds={res['seeds']}"
+    )
+    rows = [
+        dict(seed=i, accuracy=f"{acc:.4f}", all_stored=st, steps_to_store=s)
+        for i, (acc, st, s) in enumerate(zip(res["accuracy"], res["all_stored"], res["steps_to_store"]))
+    ]
     print(_table(rows, ["seed", "accuracy", "all_stored", "steps_to_store"]))
     print(f"fraction all stored: {res['fraction_all_stored']:.3f}   ({res['seconds']:.1f} s)")
 
@@ -119,9 +131,10 @@ def _versions():
 
     import jaxmem
 
-    return dict(versions=dict(jaxmem=jaxmem.__version__, jax=jax.__version__,
-                              python=platform.python_version()),
-                device=str(jax.devices()[0].platform))
+    return dict(
+        versions=dict(jaxmem=jaxmem.__version__, jax=jax.__version__, python=platform.python_version()),
+        device=str(jax.devices()[0].platform),
+    )
 
 
 # ---------------------------------------------------------------- main

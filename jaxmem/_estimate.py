@@ -13,6 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
+
 N_BOOT = 400
 
 
@@ -78,21 +79,41 @@ def estimate(records: list[dict], *, seed: int = 0, n_boot: int = N_BOOT, theory
         p_c = _p_c(x, y)
         boots = []
         for _ in range(n_boot):
-            yb = np.concatenate([rng.choice([float(r["all_stored"]) for r in by_p[p]], len(by_p[p])) for p in ps])
+            yb = np.concatenate(
+                [rng.choice([float(r["all_stored"]) for r in by_p[p]], len(by_p[p])) for p in ps]
+            )
             boots.append(_alpha(_p_c(x, yb), d))
         boots = np.array(boots)
         boots = boots[np.isfinite(boots)]
         fr = [float(np.mean([r["all_stored"] for r in by_p[p]])) for p in ps]
         bracketed = any(f >= 0.5 for f in fr) and any(f < 0.5 for f in fr)
-        acc_cross = _accuracy_crossing([_alpha(p, d) for p in ps], [np.mean([r["accuracy"] for r in by_p[p]]) for p in ps])
-        row = dict(d=d, problem=problem, model=model, kappa=kappa, p_c=p_c, alpha_c=_alpha(p_c, d),
-                   ci_low=float(np.percentile(boots, 2.5)) if boots.size else None,
-                   ci_high=float(np.percentile(boots, 97.5)) if boots.size else None,
-                   alpha_acc_half=acc_cross, bracketed=bracketed, n_runs=len(recs),
-                   grid=[dict(p=p, alpha=_alpha(p, d), fraction_all_stored=f,
-                              accuracy=float(np.mean([r["accuracy"] for r in by_p[p]])), n=len(by_p[p]))
-                         for p, f in zip(ps, fr)],
-                   _boot=boots)
+        acc_cross = _accuracy_crossing(
+            [_alpha(p, d) for p in ps], [np.mean([r["accuracy"] for r in by_p[p]]) for p in ps]
+        )
+        row = dict(
+            d=d,
+            problem=problem,
+            model=model,
+            kappa=kappa,
+            p_c=p_c,
+            alpha_c=_alpha(p_c, d),
+            ci_low=float(np.percentile(boots, 2.5)) if boots.size else None,
+            ci_high=float(np.percentile(boots, 97.5)) if boots.size else None,
+            alpha_acc_half=acc_cross,
+            bracketed=bracketed,
+            n_runs=len(recs),
+            grid=[
+                dict(
+                    p=p,
+                    alpha=_alpha(p, d),
+                    fraction_all_stored=f,
+                    accuracy=float(np.mean([r["accuracy"] for r in by_p[p]])),
+                    n=len(by_p[p]),
+                )
+                for p, f in zip(ps, fr)
+            ],
+            _boot=boots,
+        )
         if theory:
             row["theory_alpha_c"] = theory_alpha_c(d, p_c, model, kappa, problem)
         rows.append(row)
@@ -129,8 +150,15 @@ def public(rows):
 def trend(rows, problem, model="full", kappa=1.0):
     """Fit `alpha_hat_c(d) = a + b / ln p_c` over d (least squares, CI half-widths as errors):
     the finite-size trend and its extrapolation `a` to infinite size."""
-    sel = [r for r in rows if r["problem"] == problem and r["model"] == model
-           and abs(r["kappa"] - kappa) < 1e-6 and np.isfinite(r["alpha_c"]) and r["ci_low"] is not None]
+    sel = [
+        r
+        for r in rows
+        if r["problem"] == problem
+        and r["model"] == model
+        and abs(r["kappa"] - kappa) < 1e-6
+        and np.isfinite(r["alpha_c"])
+        and r["ci_low"] is not None
+    ]
     if len(sel) < 2:
         return None
     x = np.array([1 / math.log(r["p_c"]) for r in sel])
@@ -139,8 +167,15 @@ def trend(rows, problem, model="full", kappa=1.0):
     A = np.stack([np.ones_like(x), x], 1)
     cov = np.linalg.inv((A * w[:, None]).T @ A)
     a, b = cov @ (A * w[:, None]).T @ yv
-    return dict(problem=problem, model=model, kappa=kappa, a=float(a), a_se=float(math.sqrt(cov[0, 0])),
-                b=float(b), n=len(sel))
+    return dict(
+        problem=problem,
+        model=model,
+        kappa=kappa,
+        a=float(a),
+        a_se=float(math.sqrt(cov[0, 0])),
+        b=float(b),
+        n=len(sel),
+    )
 
 
 def compare_op_dp(rows):
@@ -152,7 +187,16 @@ def compare_op_dp(rows):
             a, b = full[(d, "op")], full[(d, "dp")]
             n = min(len(a["_boot"]), len(b["_boot"]))
             diff = a["_boot"][:n] - b["_boot"][:n]
-            lo, hi = (float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))) if n else (None, None)
-            out.append(dict(d=d, diff=a["alpha_c"] - b["alpha_c"], ci_low=lo, ci_high=hi,
-                            differs=bool(n and (lo > 0 or hi < 0))))
+            lo, hi = (
+                (float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))) if n else (None, None)
+            )
+            out.append(
+                dict(
+                    d=d,
+                    diff=a["alpha_c"] - b["alpha_c"],
+                    ci_low=lo,
+                    ci_high=hi,
+                    differs=bool(n and (lo > 0 or hi < 0)),
+                )
+            )
     return out

@@ -12,10 +12,10 @@ import jax
 import numpy as np
 
 from ._metrics import ensemble_metrics
-from ._models import MODELS, hebbian, rank_of
-from ._tasks import EMBEDDINGS, PROBLEMS, load, make_tasks, p_from_alpha
-from ._validate import check_choice, check_int
+from ._models import hebbian, MODELS, rank_of
+from ._tasks import EMBEDDINGS, load, make_tasks, p_from_alpha, PROBLEMS
 from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, train
+from ._validate import check_choice, check_int
 
 
 def resolve_p(d: int, p: int | None, alpha: float | None) -> int:
@@ -72,8 +72,15 @@ def run_experiment(
             final_loss=[None] * seeds,
         )
     else:
-        run = train(model, tasks, steps=steps, lr=lr, init_scale=init_scale, m=m if model == "factored" else None,
-                    progress=progress)
+        run = train(
+            model,
+            tasks,
+            steps=steps,
+            lr=lr,
+            init_scale=init_scale,
+            m=m if model == "factored" else None,
+            progress=progress,
+        )
         met = run.metrics
         out = dict(
             accuracy=run.accuracy.tolist(),
@@ -83,9 +90,19 @@ def run_experiment(
             final_loss=[float(x) if math.isfinite(x) else None for x in run.final_loss],
         )
     res = dict(
-        d=d, p=p, alpha=load(d, p), problem=problem, model=model, kappa=kappa_eff, m=m,
-        seeds=seeds, seed0=seed0, embedding=embedding,
-        steps=steps if model != "hebbian" else 0, lr=lr, init_scale=init_scale,
+        d=d,
+        p=p,
+        alpha=load(d, p),
+        problem=problem,
+        model=model,
+        kappa=kappa_eff,
+        m=m,
+        seeds=seeds,
+        seed0=seed0,
+        embedding=embedding,
+        steps=steps if model != "hebbian" else 0,
+        lr=lr,
+        init_scale=init_scale,
         **out,
         fraction_all_stored=float(np.mean(out["all_stored"])),
         seconds=time.perf_counter() - t,

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._tasks import Task, dp_candidates
+from ._tasks import dp_candidates, Task
 
 
 class Scores(eqx.Module):
@@ -99,8 +99,12 @@ def _stream_pass(V, task: Task, block: int, precision, row_block: int | None = N
             best = jnp.maximum(best, jnp.where(is_target, -jnp.inf, s).max(axis=1))
             return (m_new, l, acc, best), None
 
-        init = (jnp.full((R,), -jnp.inf, V.dtype), jnp.zeros((R,), V.dtype),
-                jnp.zeros((R, d), V.dtype), jnp.full((R,), -jnp.inf, V.dtype))
+        init = (
+            jnp.full((R,), -jnp.inf, V.dtype),
+            jnp.zeros((R,), V.dtype),
+            jnp.zeros((R, d), V.dtype),
+            jnp.full((R,), -jnp.inf, V.dtype),
+        )
         return lax.scan(body, init, jnp.arange(nb))[0]
 
     out = lax.map(row_pass, jnp.arange(nr))
@@ -130,8 +134,9 @@ def _stream_bwd(block, precision, row_block, grad, ct):
 _stream.defvjp(_stream_fwd, _stream_bwd)
 
 
-def stream_ce(V, task: Task, *, block: int = 256, row_block: int | None = None,
-              precision=lax.Precision.DEFAULT):
+def stream_ce(
+    V, task: Task, *, block: int = 256, row_block: int | None = None, precision=lax.Precision.DEFAULT
+):
     """Same value, gradient and `Scores` as `dense_ce`, without the `p x p` matrix.
 
     The forward pass accumulates `dL/dV` with the loss (running-max softmax), so the backward
@@ -149,9 +154,7 @@ STREAM_THRESHOLD = 2**24
 def cross_entropy(V, task: Task, *, stream: bool | None = None, block: int = 256):
     """Dispatch: dense below `STREAM_THRESHOLD` scores (or DP candidates not materialised)."""
     if stream is None:
-        stream = task.p * task.p > STREAM_THRESHOLD or (
-            task.problem == "dp" and task.candidates is None
-        )
+        stream = task.p * task.p > STREAM_THRESHOLD or (task.problem == "dp" and task.candidates is None)
     if stream:
         return stream_ce(V, task, block=block)
     return dense_ce(V, task)

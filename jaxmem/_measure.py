@@ -21,21 +21,40 @@ import numpy as np
 
 from ._models import rank_of
 from ._solvers._adam import AdamConfig
-from ._solvers._decide import STATUS, DecideConfig
+from ._solvers._decide import DecideConfig, STATUS
 from ._sweep import config_id
 from ._tasks import make_task
-from ._threshold import SOLVERS, SearchPlan, default_plan, logistic_cross_check, median_capacity, search_thresholds
+from ._threshold import (
+    default_plan,
+    logistic_cross_check,
+    median_capacity,
+    search_thresholds,
+    SearchPlan,
+    SOLVERS,
+)
 from ._validate import check_choice, check_int
+
 
 RECORD_VERSION = 1
 KIND = "threshold"
 MODELS = ("full", "factored")
 
 
-def point_configs(*, d: int, problem: str, model: str = "full", kappa: float | None = None,
-                  solver: str = "certified", seeds: int = 64, seed0: int = 0, group: int = 16,
-                  embedding: str = "gaussian", decide_config: DecideConfig = DecideConfig(),
-                  adam_config: AdamConfig = AdamConfig(), plan: SearchPlan | None = None) -> list[dict]:
+def point_configs(
+    *,
+    d: int,
+    problem: str,
+    model: str = "full",
+    kappa: float | None = None,
+    solver: str = "certified",
+    seeds: int = 64,
+    seed0: int = 0,
+    group: int = 16,
+    embedding: str = "gaussian",
+    decide_config: DecideConfig = DecideConfig(),
+    adam_config: AdamConfig = AdamConfig(),
+    plan: SearchPlan | None = None,
+) -> list[dict]:
     """The units of work (seed groups) of one measurement point, each a canonical config dict
     (the identity of its record file). Validates every field."""
     d = check_int("d", d, 2)
@@ -53,9 +72,20 @@ def point_configs(*, d: int, problem: str, model: str = "full", kappa: float | N
     else:
         kappa = 1.0
     plan = default_plan(d, kappa) if plan is None else plan
-    base = dict(kind=KIND, d=d, problem=problem, model=model, kappa=kappa, solver=solver, seed0=seed0,
-                embedding=embedding, plan=dict(p0=plan.p0, p_max=plan.p_max, step=plan.step, pad=plan.pad),
-                tol=decide_config.tol, max_iter=decide_config.max_iter, memory=decide_config.memory)
+    base = dict(
+        kind=KIND,
+        d=d,
+        problem=problem,
+        model=model,
+        kappa=kappa,
+        solver=solver,
+        seed0=seed0,
+        embedding=embedding,
+        plan=dict(p0=plan.p0, p_max=plan.p_max, step=plan.step, pad=plan.pad),
+        tol=decide_config.tol,
+        max_iter=decide_config.max_iter,
+        memory=decide_config.memory,
+    )
     if solver == "adam":
         base.update(steps=adam_config.steps, lr=adam_config.lr, init_scale=adam_config.init_scale)
     return [dict(base, seeds=[s, min(seeds, s + group)]) for s in range(0, seeds, group)]
@@ -66,24 +96,48 @@ def run_unit(cfg: dict, *, log=None) -> list[dict]:
     plan = SearchPlan(**cfg["plan"])
     s0, s1 = cfg["seeds"]
     key = jax.random.key(cfg["seed0"])
-    tasks = [make_task(jax.random.fold_in(key, s), d=cfg["d"], p=plan.p_max, problem=cfg["problem"],
-                       embedding=cfg["embedding"]) for s in range(s0, s1)]
+    tasks = [
+        make_task(
+            jax.random.fold_in(key, s),
+            d=cfg["d"],
+            p=plan.p_max,
+            problem=cfg["problem"],
+            embedding=cfg["embedding"],
+        )
+        for s in range(s0, s1)
+    ]
     tasks = jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)
     dcfg = DecideConfig(tol=cfg["tol"], max_iter=cfg["max_iter"], memory=cfg["memory"])
-    acfg = AdamConfig(steps=cfg["steps"], lr=cfg["lr"], init_scale=cfg["init_scale"]) if cfg["solver"] == "adam" \
+    acfg = (
+        AdamConfig(steps=cfg["steps"], lr=cfg["lr"], init_scale=cfg["init_scale"])
+        if cfg["solver"] == "adam"
         else AdamConfig()
+    )
     rank = rank_of(cfg["d"], kappa=cfg["kappa"]) if cfg["model"] == "factored" else None
-    th = search_thresholds(tasks, plan=plan, solver=cfg["solver"], rank=rank, decide_config=dcfg,
-                           adam_config=acfg, log=log)
+    th = search_thresholds(
+        tasks, plan=plan, solver=cfg["solver"], rank=rank, decide_config=dcfg, adam_config=acfg, log=log
+    )
     cid = config_id(cfg)
     recs = []
     for j, s in enumerate(range(s0, s1)):
-        recs.append(dict(v=RECORD_VERSION, kind=KIND, id=cid, config=cfg, seed=s,
-                         p_star=int(th.lo[j]), p_hi=int(th.hi[j]), exact=bool(th.exact[j]),
-                         undecided=bool(th.undecided[j]),
-                         decisions=[dict(p=p, status=STATUS[st], margin=_num(m), margin_bound=_num(b), iterations=it)
-                                    for p, st, m, b, it in th.decisions[j]],
-                         seconds=th.seconds / (s1 - s0)))
+        recs.append(
+            dict(
+                v=RECORD_VERSION,
+                kind=KIND,
+                id=cid,
+                config=cfg,
+                seed=s,
+                p_star=int(th.lo[j]),
+                p_hi=int(th.hi[j]),
+                exact=bool(th.exact[j]),
+                undecided=bool(th.undecided[j]),
+                decisions=[
+                    dict(p=p, status=STATUS[st], margin=_num(m), margin_bound=_num(b), iterations=it)
+                    for p, st, m, b, it in th.decisions[j]
+                ],
+                seconds=th.seconds / (s1 - s0),
+            )
+        )
     return recs
 
 
@@ -116,16 +170,28 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
         lo = np.array([r["p_star"] for r in recs])
         hi = np.array([r["p_hi"] for r in recs])
         est = median_capacity(lo, hi, d)
-        row = dict(d=d, problem=problem, model=model, kappa=kappa, solver=solver, seeds=len(recs), **est,
-                   undecided=int(sum(r["undecided"] for r in recs)), exact=int(sum(r["exact"] for r in recs)),
-                   alpha_logistic=_num(logistic_cross_check(lo, d)),
-                   decisions=int(sum(len(r["decisions"]) for r in recs)),
-                   seconds=float(sum(r["seconds"] for r in recs)))
+        row = dict(
+            d=d,
+            problem=problem,
+            model=model,
+            kappa=kappa,
+            solver=solver,
+            seeds=len(recs),
+            **est,
+            undecided=int(sum(r["undecided"] for r in recs)),
+            exact=int(sum(r["exact"] for r in recs)),
+            alpha_logistic=_num(logistic_cross_check(lo, d)),
+            decisions=int(sum(len(r["decisions"]) for r in recs)),
+            seconds=float(sum(r["seconds"] for r in recs)),
+        )
         if theory:
             from . import theory as th
 
-            row["theory_alpha_c"] = float(th.alpha_c(float(est["p_c"]), kappa=float(kappa))) \
-                if math.isfinite(est["p_c"]) and est["p_c"] >= 2 else None
+            row["theory_alpha_c"] = (
+                float(th.alpha_c(float(est["p_c"]), kappa=float(kappa)))
+                if math.isfinite(est["p_c"]) and est["p_c"] >= 2
+                else None
+            )
         rows.append(row)
     return rows
 
@@ -147,7 +213,9 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
         boot = _bootstrap_median_alpha(xa, d, rng, n_boot) - _bootstrap_median_alpha(xb, d, rng, n_boot)
         lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
         verdict = "differ" if lo > 0 or hi < 0 else "undecided"
-        out.append(dict(d=d, diff=float(diff), ci_low=lo, ci_high=hi, verdict=verdict, seeds=[len(xa), len(xb)]))
+        out.append(
+            dict(d=d, diff=float(diff), ci_low=lo, ci_high=hi, verdict=verdict, seeds=[len(xa), len(xb)])
+        )
     return out
 
 
@@ -169,10 +237,20 @@ def adam_vs_certified(records: list[dict]) -> list[dict]:
         pa = np.array([adam[s]["p_star"] for s in common])
         pc = np.array([cert[s]["p_star"] for s in common])
         ma, mc = np.median(pa), np.median(pc)
-        out.append(dict(d=d, problem=problem, model=model, kappa=kappa, seeds=len(common),
-                        fraction_below=float(np.mean(pa < pc)), fraction_above=float(np.mean(pa > pc)),
-                        alpha_certified=float(mc * math.log(mc) / d**2), alpha_adam=float(ma * math.log(ma) / d**2),
-                        lost=float(mc * math.log(mc) / d**2 - ma * math.log(ma) / d**2)))
+        out.append(
+            dict(
+                d=d,
+                problem=problem,
+                model=model,
+                kappa=kappa,
+                seeds=len(common),
+                fraction_below=float(np.mean(pa < pc)),
+                fraction_above=float(np.mean(pa > pc)),
+                alpha_certified=float(mc * math.log(mc) / d**2),
+                alpha_adam=float(ma * math.log(ma) / d**2),
+                lost=float(mc * math.log(mc) / d**2 - ma * math.log(ma) / d**2),
+            )
+        )
     return out
 
 
@@ -192,8 +270,13 @@ def measure(points: list[dict], *, store=None, shard: tuple[int, int] = (0, 1), 
         if k % n != i:
             continue
         if log is not None:
-            print(f"[{k + 1}/{len(points)}] d={cfg['d']} {cfg['problem']} {cfg['model']} kappa={cfg['kappa']:.2f} "
-                  f"{cfg['solver']} seeds {cfg['seeds'][0]}..{cfg['seeds'][1] - 1}", file=log, flush=True)
+            print(
+                f"[{k + 1}/{len(points)}] d={cfg['d']} {cfg['problem']} {cfg['model']} "
+                f"kappa={cfg['kappa']:.2f} "
+                f"{cfg['solver']} seeds {cfg['seeds'][0]}..{cfg['seeds'][1] - 1}",
+                file=log,
+                flush=True,
+            )
         t = time.perf_counter()
         unit = run_unit(cfg, log=log)
         if store is not None:
@@ -229,14 +312,40 @@ class CapacityEstimate(eqx.Module):
     p_hi: np.ndarray
 
     def to_json(self) -> dict:
-        out = {k: getattr(self, k) for k in ("d", "problem", "model", "kappa", "solver", "seeds", "p_c", "alpha_c",
-                                             "ci_low", "ci_high", "undecided", "theory_alpha_c")}
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "d",
+                "problem",
+                "model",
+                "kappa",
+                "solver",
+                "seeds",
+                "p_c",
+                "alpha_c",
+                "ci_low",
+                "ci_high",
+                "undecided",
+                "theory_alpha_c",
+            )
+        }
         return dict(out, p_star=self.p_star.tolist(), p_hi=self.p_hi.tolist())
 
 
-def capacity(*, d: int, problem: str = "op", seeds: int = 64, model: str = "full", kappa: float | None = None,
-             solver: str = "certified", seed0: int = 0, decide_config: DecideConfig = DecideConfig(),
-             adam_config: AdamConfig = AdamConfig(), plan: SearchPlan | None = None, log=None) -> CapacityEstimate:
+def capacity(
+    *,
+    d: int,
+    problem: str = "op",
+    seeds: int = 64,
+    model: str = "full",
+    kappa: float | None = None,
+    solver: str = "certified",
+    seed0: int = 0,
+    decide_config: DecideConfig = DecideConfig(),
+    adam_config: AdamConfig = AdamConfig(),
+    plan: SearchPlan | None = None,
+    log=None,
+) -> CapacityEstimate:
     """Measure the capacity at dimension `d` from per-seed thresholds on nested tasks.
 
     **Arguments:**
@@ -250,13 +359,34 @@ def capacity(*, d: int, problem: str = "op", seeds: int = 64, model: str = "full
 
     **Returns:** a `CapacityEstimate`.
     """
-    units = point_configs(d=d, problem=problem, model=model, kappa=kappa, solver=solver, seeds=seeds, seed0=seed0,
-                          decide_config=decide_config, adam_config=adam_config, plan=plan)
+    units = point_configs(
+        d=d,
+        problem=problem,
+        model=model,
+        kappa=kappa,
+        solver=solver,
+        seeds=seeds,
+        seed0=seed0,
+        decide_config=decide_config,
+        adam_config=adam_config,
+        plan=plan,
+    )
     recs = measure(units, log=log)
     row = threshold_rows(recs)[0]
     recs = sorted(recs, key=lambda r: r["seed"])
-    return CapacityEstimate(d=row["d"], problem=row["problem"], model=row["model"], kappa=row["kappa"],
-                            solver=row["solver"], seeds=row["seeds"], p_c=row["p_c"], alpha_c=row["alpha_c"],
-                            ci_low=row["ci_low"], ci_high=row["ci_high"], undecided=row["undecided"],
-                            theory_alpha_c=row.get("theory_alpha_c"),
-                            p_star=np.array([r["p_star"] for r in recs]), p_hi=np.array([r["p_hi"] for r in recs]))
+    return CapacityEstimate(
+        d=row["d"],
+        problem=row["problem"],
+        model=row["model"],
+        kappa=row["kappa"],
+        solver=row["solver"],
+        seeds=row["seeds"],
+        p_c=row["p_c"],
+        alpha_c=row["alpha_c"],
+        ci_low=row["ci_low"],
+        ci_high=row["ci_high"],
+        undecided=row["undecided"],
+        theory_alpha_c=row.get("theory_alpha_c"),
+        p_star=np.array([r["p_star"] for r in recs]),
+        p_hi=np.array([r["p_hi"] for r in recs]),
+    )

@@ -7,8 +7,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._loss import STREAM_THRESHOLD, _outcome, _stream_pass, dense_scores
+from ._loss import _outcome, _stream_pass, dense_scores, STREAM_THRESHOLD
 from ._tasks import Task
+
 
 HIGHEST = lax.Precision.HIGHEST
 

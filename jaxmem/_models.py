@@ -12,6 +12,7 @@ from jax import lax
 from ._tasks import Task
 from ._validate import check_int
 
+
 MODELS = ("full", "factored", "hebbian")
 
 
@@ -56,8 +57,16 @@ class Factored(eqx.Module):
     R: jax.Array
 
     @classmethod
-    def init(cls, key, d: int, *, m: int | None = None, kappa: float | None = None,
-             init_scale: float = 1e-3, dtype=jnp.float32):
+    def init(
+        cls,
+        key,
+        d: int,
+        *,
+        m: int | None = None,
+        kappa: float | None = None,
+        init_scale: float = 1e-3,
+        dtype=jnp.float32,
+    ):
         m = rank_of(d, m=m, kappa=kappa)
         s = math.sqrt(init_scale) / (d * m) ** 0.25
         kq, kr = jax.random.split(key)

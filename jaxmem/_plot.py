@@ -7,6 +7,7 @@ import os
 
 import matplotlib
 
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
@@ -37,15 +38,29 @@ def fig_transition(records, rows, out):
     ds = sorted({g[0]["config"]["d"] for g in full})
     for i, d in enumerate(ds):
         for problem, ls in (("op", "-"), ("dp", "--")):
-            gs = sorted((g for g in full if g[0]["config"]["d"] == d and g[0]["config"]["problem"] == problem),
-                        key=lambda g: g[0]["alpha"])
+            gs = sorted(
+                (g for g in full if g[0]["config"]["d"] == d and g[0]["config"]["problem"] == problem),
+                key=lambda g: g[0]["alpha"],
+            )
             if not gs:
                 continue
             a = [g[0]["alpha"] for g in gs]
-            ax[0].plot(a, [np.mean([r["all_stored"] for r in g]) for g in gs], ls, marker="o", color=f"C{i}",
-                       label=f"d={d} {problem.upper()}")
-            ax[1].plot(a, [np.mean([r["accuracy"] for r in g]) for g in gs], ls, marker="o", color=f"C{i}",
-                       label=f"d={d} {problem.upper()}")
+            ax[0].plot(
+                a,
+                [np.mean([r["all_stored"] for r in g]) for g in gs],
+                ls,
+                marker="o",
+                color=f"C{i}",
+                label=f"d={d} {problem.upper()}",
+            )
+            ax[1].plot(
+                a,
+                [np.mean([r["accuracy"] for r in g]) for g in gs],
+                ls,
+                marker="o",
+                color=f"C{i}",
+                label=f"d={d} {problem.upper()}",
+            )
         th_rows = [r for r in rows if r["d"] == d and r["model"] == "full" and r.get("theory_alpha_c")]
         if th_rows:
             ax[0].axvline(th_rows[0]["theory_alpha_c"], color=f"C{i}", lw=0.8, ls=":")
@@ -63,17 +78,36 @@ def fig_transition(records, rows, out):
 def fig_capacity_vs_d(rows, out):
     """(ii) alpha_hat_c(d) with CIs against d, theory at p_c, 1/2; Hebbian beside 1/8."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    for k, (problem, model) in enumerate((("op", "full"), ("dp", "full"), ("op", "hebbian"), ("dp", "hebbian"))):
-        sel = sorted((r for r in rows if r["problem"] == problem and r["model"] == model
-                      and np.isfinite(r["alpha_c"])), key=lambda r: r["d"])
+    for k, (problem, model) in enumerate(
+        (("op", "full"), ("dp", "full"), ("op", "hebbian"), ("dp", "hebbian"))
+    ):
+        sel = sorted(
+            (
+                r
+                for r in rows
+                if r["problem"] == problem and r["model"] == model and np.isfinite(r["alpha_c"])
+            ),
+            key=lambda r: r["d"],
+        )
         if not sel:
             continue
         d = np.array([r["d"] for r in sel]) * (1 + 0.02 * (k % 2))
         y = np.array([r["alpha_c"] for r in sel])
-        err = np.array([[y_ - (r["ci_low"] if r["ci_low"] is not None else y_) for y_, r in zip(y, sel)],
-                        [(r["ci_high"] if r["ci_high"] is not None else y_) - y_ for y_, r in zip(y, sel)]])
-        ax.errorbar(d, y, yerr=np.maximum(err, 0), fmt="o", color=f"C{k}", capsize=3,
-                    label=f"{model} {problem.upper()} (simulation)")
+        err = np.array(
+            [
+                [y_ - (r["ci_low"] if r["ci_low"] is not None else y_) for y_, r in zip(y, sel)],
+                [(r["ci_high"] if r["ci_high"] is not None else y_) - y_ for y_, r in zip(y, sel)],
+            ]
+        )
+        ax.errorbar(
+            d,
+            y,
+            yerr=np.maximum(err, 0),
+            fmt="o",
+            color=f"C{k}",
+            capsize=3,
+            label=f"{model} {problem.upper()} (simulation)",
+        )
         t = [r.get("theory_alpha_c") for r in sel]
         if all(v is not None for v in t):
             ax.plot(d, t, "x--", color=f"C{k}", label=f"{model} {problem.upper()} theory at measured $p_c$")
@@ -89,9 +123,12 @@ def fig_capacity_vs_d(rows, out):
 def _at_capacity(records, model, problem, d, kappa=1.0):
     """Records of the memory at capacity: the largest p at which every seed stored all (else the
     config with the highest stored fraction)."""
-    groups = [g for g in _by_config(records)
-              if (g[0]["config"]["model"], g[0]["config"]["problem"], g[0]["config"]["d"]) == (model, problem, d)
-              and abs(g[0]["config"]["kappa"] - kappa) < 1e-6]
+    groups = [
+        g
+        for g in _by_config(records)
+        if (g[0]["config"]["model"], g[0]["config"]["problem"], g[0]["config"]["d"]) == (model, problem, d)
+        and abs(g[0]["config"]["kappa"] - kappa) < 1e-6
+    ]
     if not groups:
         return None
     return max(groups, key=lambda g: (np.mean([r["all_stored"] for r in g]), g[0]["config"]["p"]))
@@ -133,24 +170,45 @@ def fig_spectra(records, out, key):
         if model == "full":
             a.plot(s, np.asarray(th.qc_density(s)), "k-", label="quarter circle (p/d→∞)")
             fin = np.asarray(th.product_spectrum(key, dd, p, samples=64))
-            a.hist(fin, bins=25, density=True, histtype="step", color="C2", lw=1.5, label=f"finite p/d={p / dd:.1f}")
+            a.hist(
+                fin,
+                bins=25,
+                density=True,
+                histtype="step",
+                color="C2",
+                lw=1.5,
+                label=f"finite p/d={p / dd:.1f}",
+            )
             init = [FullRank.init(jax.random.fold_in(key, i), dd).W for i in range(8)]
         else:
-            a.plot(s, np.asarray(th.truncated_density(s, kappa)), "k-", label=rf"truncated QC, $\kappa$={kappa:.2f}")
+            a.plot(
+                s,
+                np.asarray(th.truncated_density(s, kappa)),
+                "k-",
+                label=rf"truncated QC, $\kappa$={kappa:.2f}",
+            )
             init = [Factored.init(jax.random.fold_in(key, i), dd, kappa=kappa).weight() for i in range(8)]
-        sv0 = np.concatenate([_normalised_sv(np.linalg.svd(np.asarray(w), compute_uv=False), dd, kappa, Fk) for w in init])
+        sv0 = np.concatenate(
+            [_normalised_sv(np.linalg.svd(np.asarray(w), compute_uv=False), dd, kappa, Fk) for w in init]
+        )
         law = np.asarray(th.qc_sample(key, 20000, kappa))
-        notes.append(f"{model} {problem.upper()} (d={dd}, p={p}): mean/std of the normalised singular values: "
-                     f"learnt {sv.mean():.3f}/{sv.std():.3f}, "
-                     f"{'quarter circle' if model == 'full' else 'truncated law'} {law.mean():.3f}/{law.std():.3f}, "
-                     f"initialisation {sv0.mean():.3f}/{sv0.std():.3f}"
-                     + (f", finite p/d law {fin.mean():.3f}/{fin.std():.3f}" if model == "full" else "")
-                     + ". Closest in spread: " + min(
-                         [("the theory law", law.std()), ("the initialisation", sv0.std())]
-                         + ([("the finite p/d law", fin.std())] if model == "full" else []),
-                         key=lambda c: abs(c[1] - sv.std()))[0]
-                     + (f"; the learnt spread differs from the theory law's by {abs(sv.std() - law.std()):.3f}."))
-        a.hist(sv0, bins=25, density=True, histtype="step", color="C3", ls="--", lw=1.2, label="initialisation")
+        notes.append(
+            f"{model} {problem.upper()} (d={dd}, p={p}): mean/std of the normalised singular values: "
+            f"learnt {sv.mean():.3f}/{sv.std():.3f}, "
+            f"{'quarter circle' if model == 'full' else 'truncated law'} {law.mean():.3f}/{law.std():.3f}, "
+            f"initialisation {sv0.mean():.3f}/{sv0.std():.3f}"
+            + (f", finite p/d law {fin.mean():.3f}/{fin.std():.3f}" if model == "full" else "")
+            + ". Closest in spread: "
+            + min(
+                [("the theory law", law.std()), ("the initialisation", sv0.std())]
+                + ([("the finite p/d law", fin.std())] if model == "full" else []),
+                key=lambda c: abs(c[1] - sv.std()),
+            )[0]
+            + (f"; the learnt spread differs from the theory law's by {abs(sv.std() - law.std()):.3f}.")
+        )
+        a.hist(
+            sv0, bins=25, density=True, histtype="step", color="C3", ls="--", lw=1.2, label="initialisation"
+        )
         a.set_xlabel(r"singular value / $\sqrt{d}$ ($|W|_F^2 = d^2 F(\kappa)$)")
         a.set_ylabel("density")
         a.set_title(f"{model} {problem.upper()}")
@@ -168,10 +226,18 @@ def fig_scores(records, out, store):
     if not full:
         return _save(fig, out, "fig4_scores")
     d = max(r["config"]["d"] for r in full)
-    g = [r for r in _at_capacity(records, "full", "op", d) if r["all_stored"]] or _at_capacity(records, "full", "op", d)
+    g = [r for r in _at_capacity(records, "full", "op", d) if r["all_stored"]] or _at_capacity(
+        records, "full", "op", d
+    )
     p = g[0]["config"]["p"]
-    heb_cfg = make_config(d=d, p=p, problem="op", model="hebbian", kappa=None,
-                          knobs=Knobs(seeds=g[0]["config"]["seeds"], seed0=g[0]["config"]["seed0"]))
+    heb_cfg = make_config(
+        d=d,
+        p=p,
+        problem="op",
+        model="hebbian",
+        kappa=None,
+        knobs=Knobs(seeds=g[0]["config"]["seeds"], seed0=g[0]["config"]["seed0"]),
+    )
     heb = store.get_or_run(heb_cfg)
     opt_law = th.optimal_scores(p, samples=50_000)
     heb_law = th.hebbian_scores(d, p, "op", samples=50_000)
@@ -182,10 +248,24 @@ def fig_scores(records, out, store):
         bins = np.linspace(min(tgt.min(), best.min(), -1), max(tgt.max(), best.max(), thr + 1), 50)
         a.hist(tgt, bins=bins, density=True, alpha=0.5, label="target (simulation)")
         a.hist(best, bins=bins, density=True, alpha=0.5, label="best competitor (simulation)")
-        a.hist(np.asarray(law.target), bins=bins, density=True, histtype="step", color="C0", lw=1.5,
-               label="target (theory)")
-        a.hist(np.asarray(law.best), bins=bins, density=True, histtype="step", color="C1", lw=1.5,
-               label="best competitor (theory)")
+        a.hist(
+            np.asarray(law.target),
+            bins=bins,
+            density=True,
+            histtype="step",
+            color="C0",
+            lw=1.5,
+            label="target (theory)",
+        )
+        a.hist(
+            np.asarray(law.best),
+            bins=bins,
+            density=True,
+            histtype="step",
+            color="C1",
+            lw=1.5,
+            label="best competitor (theory)",
+        )
         a.axvline(thr, color="k", ls="--", label=r"$\sqrt{2\ln p}$")
         a.set_xlabel(r"score / $|W e_\mu|$")
         a.set_ylabel("density")
@@ -199,16 +279,34 @@ def fig_kappa(rows, out):
     fig, ax = plt.subplots(figsize=(6, 4.2))
     k = np.linspace(0.05, 1, 40)
     ax.plot(k, [float(th.alpha_c_asymptotic(x)) for x in k], "k-", label=r"$F(\kappa)/2$ ($p\to\infty$)")
-    sel = [r for r in rows if r["model"] in ("full", "factored") and r["problem"] == "op" and np.isfinite(r["alpha_c"])]
+    sel = [
+        r
+        for r in rows
+        if r["model"] in ("full", "factored") and r["problem"] == "op" and np.isfinite(r["alpha_c"])
+    ]
     for i, d in enumerate(sorted({r["d"] for r in sel if r["model"] == "factored"})):
         pts = sorted((r for r in sel if r["d"] == d), key=lambda r: r["kappa"])
         p_ref = pts[-1]["p_c"]
-        ax.plot(k, [float(th.alpha_c(float(p_ref), kappa=float(x), se_target=0.005)) for x in k], "--", color=f"C{i}",
-                label=f"theory at p={p_ref:.0f}")
+        ax.plot(
+            k,
+            [float(th.alpha_c(float(p_ref), kappa=float(x), se_target=0.005)) for x in k],
+            "--",
+            color=f"C{i}",
+            label=f"theory at p={p_ref:.0f}",
+        )
         y = np.array([r["alpha_c"] for r in pts])
-        err = np.array([[r["alpha_c"] - r["ci_low"] for r in pts], [r["ci_high"] - r["alpha_c"] for r in pts]])
-        ax.errorbar([r["kappa"] for r in pts], y, yerr=np.maximum(err, 0), fmt="o", color=f"C{i}", capsize=3,
-                    label=f"simulation d={d}")
+        err = np.array(
+            [[r["alpha_c"] - r["ci_low"] for r in pts], [r["ci_high"] - r["alpha_c"] for r in pts]]
+        )
+        ax.errorbar(
+            [r["kappa"] for r in pts],
+            y,
+            yerr=np.maximum(err, 0),
+            fmt="o",
+            color=f"C{i}",
+            capsize=3,
+            label=f"simulation d={d}",
+        )
     ax.set_xlabel(r"$\kappa = m/d$")
     ax.set_ylabel(r"$\alpha_c$")
     ax.set_title(r"Rank-constrained memory $W = QR^T$")

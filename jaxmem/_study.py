@@ -11,7 +11,8 @@ import time
 import numpy as np
 
 from ._estimate import compare_op_dp, estimate, public, trend
-from ._sweep import Knobs, Store, SweepSpec, parse_grid, run_sweep, search_capacity
+from ._sweep import Knobs, parse_grid, run_sweep, search_capacity, Store, SweepSpec
+
 
 DEMO_DS = (16, 24, 32)
 DEMO_FACTORED = (24, 0.5)
@@ -61,63 +62,88 @@ def write_report(out: str) -> tuple[str, list[dict]]:
     p_saddle = int(round(max(r["p_c"] for r in full))) if full else 200
     figs["vi"] = _plot.fig_saddle(p_saddle, out)
 
-    L = ["# jaxmem capacity report", "",
-         f"Records: {len(recs)} runs in `{out}/records/` (one JSON line per config and seed). "
-         "Capacity: logistic fit of P(all stored) against ln p, `alpha_hat_c = p_c ln p_c / d^2`, "
-         "95% percentile bootstrap over seeds. Theory: Gardner `alpha_c(p_c, kappa)` of docs/science.md 2.1/2.2 "
-         "at the measured `p_c`; for the Hebbian rule, the load where the finite-size theory's "
-         "P(all stored) crosses 1/2.", "",
-         "## Capacity against theory", "",
-         "| d | problem | model | kappa | p_c | alpha_hat_c | 95% CI | theory | verdict | runs |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+    L = [
+        "# jaxmem capacity report",
+        "",
+        f"Records: {len(recs)} runs in `{out}/records/` (one JSON line per config and seed). "
+        "Capacity: logistic fit of P(all stored) against ln p, `alpha_hat_c = p_c ln p_c / d^2`, "
+        "95% percentile bootstrap over seeds. Theory: Gardner `alpha_c(p_c, kappa)` of docs/science.md "
+        "2.1/2.2 "
+        "at the measured `p_c`; for the Hebbian rule, the load where the finite-size theory's "
+        "P(all stored) crosses 1/2.",
+        "",
+        "## Capacity against theory",
+        "",
+        "| d | problem | model | kappa | p_c | alpha_hat_c | 95% CI | theory | verdict | runs |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        L.append(f"| {r['d']} | {r['problem'].upper()} | {r['model']} | {r['kappa']:.2f} | {_fmt(r['p_c'], 1)} | "
-                 f"{_fmt(r['alpha_c'])} | [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | {_fmt(r.get('theory_alpha_c'))} | "
-                 f"{verdict(r)}{'' if r['bracketed'] else ' (transition not bracketed)'} | {r['n_runs']} |")
-    L += ["", "## OP against DP", "",
-          "| d | alpha_hat(OP) - alpha_hat(DP) | 95% CI | differ? |", "|---|---|---|---|"]
+        L.append(
+            f"| {r['d']} | {r['problem'].upper()} | {r['model']} | {r['kappa']:.2f} | {_fmt(r['p_c'], 1)} | "
+            f"{_fmt(r['alpha_c'])} | [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | "
+            f"{_fmt(r.get('theory_alpha_c'))} | "
+            f"{verdict(r)}{'' if r['bracketed'] else ' (transition not bracketed)'} | {r['n_runs']} |"
+        )
+    L += [
+        "",
+        "## OP against DP",
+        "",
+        "| d | alpha_hat(OP) - alpha_hat(DP) | 95% CI | differ? |",
+        "|---|---|---|---|",
+    ]
     cmp = compare_op_dp(rows)
     for c in cmp:
-        L.append(f"| {c['d']} | {c['diff']:+.3f} | [{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}] | "
-                 f"{'yes' if c['differs'] else 'no'} |")
+        L.append(
+            f"| {c['d']} | {c['diff']:+.3f} | [{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}] | "
+            f"{'yes' if c['differs'] else 'no'} |"
+        )
     if len(cmp) >= 2:
         first, last = abs(cmp[0]["diff"]), abs(cmp[-1]["diff"])
         n_diff = sum(c["differs"] for c in cmp)
-        L += ["", f"OP and DP differ significantly (95% CI excludes 0) at {n_diff} of {len(cmp)} dimensions. "
-              f"|difference| is {first:.3f} at d={cmp[0]['d']} and {last:.3f} at d={cmp[-1]['d']}: it "
-              f"{'shrinks' if last < first else 'does not shrink'} over this range of d."]
+        L += [
+            "",
+            f"OP and DP differ significantly (95% CI excludes 0) at {n_diff} of {len(cmp)} dimensions. "
+            f"|difference| is {first:.3f} at d={cmp[0]['d']} and {last:.3f} at d={cmp[-1]['d']}: it "
+            f"{'shrinks' if last < first else 'does not shrink'} over this range of d.",
+        ]
     L += ["", "## Finite-size trend", ""]
     for problem in ("op", "dp"):
         t = trend(rows, problem)
         if t:
-            L.append(f"- {problem.upper()} full rank: fit `alpha_hat_c = a + b / ln p_c` over {t['n']} sizes: "
-                     f"a = {t['a']:.3f} ± {t['a_se']:.3f}, b = {t['b']:.3f}. The asymptote 1/2 is "
-                     f"{abs(t['a'] - 0.5) / max(t['a_se'], 1e-9):.1f} standard errors from a (a two-parameter "
-                     "fit over small d; the theory's corrections are of order log log p / log p).")
+            L.append(
+                f"- {problem.upper()} full rank: fit `alpha_hat_c = a + b / ln p_c` over {t['n']} sizes: "
+                f"a = {t['a']:.3f} ± {t['a_se']:.3f}, b = {t['b']:.3f}. The asymptote 1/2 is "
+                f"{abs(t['a'] - 0.5) / max(t['a_se'], 1e-9):.1f} standard errors from a (a two-parameter "
+                "fit over small d; the theory's corrections are of order log log p / log p)."
+            )
     heb = [r for r in rows if r["model"] == "hebbian" and np.isfinite(r["alpha_c"])]
     if heb:
         from ._estimate import theory_alpha_c
 
         far = {d: theory_alpha_c(d, d * d / 8 / math.log(d), "hebbian", 1.0, "op") for d in (64, 256, 1024)}
-        L.append("- Hebbian all-stored loads: " + ", ".join(
-            f"d={r['d']} {r['problem'].upper()}: {r['alpha_c']:.3f}" for r in heb)
+        L.append(
+            "- Hebbian all-stored loads: "
+            + ", ".join(f"d={r['d']} {r['problem'].upper()}: {r['alpha_c']:.3f}" for r in heb)
             + ", far below the trained memories and below the asymptote 1/8. The finite-size Hebbian theory "
-            "(same definition, OP) gives " + ", ".join(f"{_fmt(v)} at d={d}" for d, v in far.items())
-            + ": it reaches the neighbourhood of 1/8 only at d ~ 10^3.")
+            "(same definition, OP) gives "
+            + ", ".join(f"{_fmt(v)} at d={d}" for d, v in far.items())
+            + ": it reaches the neighbourhood of 1/8 only at d ~ 10^3."
+        )
     caps = {
         "i": "P(all stored) and accuracy against the load, OP (solid) and DP (dashed); dotted lines: "
-             "theory alpha_c(p) at each d.",
+        "theory alpha_c(p) at each d.",
         "ii": "Measured alpha_hat_c(d) with 95% CIs, theory at the measured p_c (crosses), the asymptote "
-              "1/2 and the Hebbian 1/8.",
+        "1/2 and the Hebbian 1/8.",
         "iii": "Singular values of memories trained at capacity (largest p with every seed stored), "
-               "normalised to |W|_F^2 = d^2 F(kappa), against the quarter circle, the finite-p/d law of "
-               "U E^T, the truncated law for the factored memory, and the initialisation's law.",
+        "normalised to |W|_F^2 = d^2 F(kappa), against the quarter circle, the finite-p/d law of "
+        "U E^T, the truncated law for the factored memory, and the initialisation's law.",
         "iv": "Normalised target and best-competitor scores, trained (at capacity) against Hebbian at the "
-              "same (d, p), with theory laws (water level of the cone projection; Hebbian finite-size law) "
-              "and sqrt(2 ln p).",
+        "same (d, p), with theory laws (water level of the cone projection; Hebbian finite-size law) "
+        "and sqrt(2 ln p).",
         "v": "alpha_c against the rank fraction kappa: simulation against theory at the measured p_c and "
-             "the asymptote F(kappa)/2.",
-        "vi": f"Replica-symmetric overlap q*(alpha) at p = {p_saddle}, approaching 1 at the Gardner capacity.",
+        "the asymptote F(kappa)/2.",
+        "vi": f"Replica-symmetric overlap q*(alpha) at p = {p_saddle}, approaching 1 at the Gardner "
+        "capacity.",
     }
     L += ["", "## Spectra", ""] + [f"- {n}" for n in spectra_notes]
     L += ["", "## Figures", ""]
@@ -131,12 +157,18 @@ def write_report(out: str) -> tuple[str, list[dict]]:
 
 
 def print_rows(rows, file=sys.stdout):
-    print(f"{'d':>4} {'problem':>7} {'model':>9} {'kappa':>5} {'p_c':>8} {'alpha_c':>8} {'95% CI':>17} "
-          f"{'theory':>7}  verdict", file=file)
+    print(
+        f"{'d':>4} {'problem':>7} {'model':>9} {'kappa':>5} {'p_c':>8} {'alpha_c':>8} {'95% CI':>17} "
+        f"{'theory':>7}  verdict",
+        file=file,
+    )
     for r in rows:
-        print(f"{r['d']:>4} {r['problem']:>7} {r['model']:>9} {r['kappa']:>5.2f} {_fmt(r['p_c'], 1):>8} "
-              f"{_fmt(r['alpha_c']):>8} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] "
-              f"{_fmt(r.get('theory_alpha_c')):>7}  {verdict(r)}", file=file)
+        print(
+            f"{r['d']:>4} {r['problem']:>7} {r['model']:>9} {r['kappa']:>5.2f} {_fmt(r['p_c'], 1):>8} "
+            f"{_fmt(r['alpha_c']):>8} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] "
+            f"{_fmt(r.get('theory_alpha_c')):>7}  {verdict(r)}",
+            file=file,
+        )
 
 
 # ---------------------------------------------------------------- commands
@@ -150,9 +182,15 @@ def _cmd_sweep(a, train_knobs):
     from ._cli import _print_json
 
     i, n = _parse_shard(a.shard)
-    spec = SweepSpec(ds=a.d, problems=a.problem, models=a.model, kappas=a.kappa or [1.0],
-                     alphas=parse_grid(a.alpha) if a.alpha else None,
-                     ps=[int(x) for x in parse_grid(a.p)] if a.p else None, knobs=_knobs(a, train_knobs))
+    spec = SweepSpec(
+        ds=a.d,
+        problems=a.problem,
+        models=a.model,
+        kappas=a.kappa or [1.0],
+        alphas=parse_grid(a.alpha) if a.alpha else None,
+        ps=[int(x) for x in parse_grid(a.p)] if a.p else None,
+        knobs=_knobs(a, train_knobs),
+    )
     cfgs = spec.configs()
     store = Store(a.out)
     store.note_command(sys.argv)
@@ -175,21 +213,38 @@ def _measurement_points(a) -> list[dict]:
     units = []
     for d in a.d:
         for problem in a.problem:
-            for kappa in (a.kappa or [None]):
+            for kappa in a.kappa or [None]:
                 for solver in a.solver:
-                    units += point_configs(d=d, problem=problem, model=a.model, kappa=kappa, solver=solver,
-                                           seeds=a.seeds, seed0=a.seed0, group=a.group, embedding=a.embedding,
-                                           decide_config=dcfg, adam_config=acfg)
+                    units += point_configs(
+                        d=d,
+                        problem=problem,
+                        model=a.model,
+                        kappa=kappa,
+                        solver=solver,
+                        seeds=a.seeds,
+                        seed0=a.seed0,
+                        group=a.group,
+                        embedding=a.embedding,
+                        decide_config=dcfg,
+                        adam_config=acfg,
+                    )
     return units
 
 
 def _print_threshold_rows(rows, file=sys.stdout):
-    print(f"{'d':>4} {'problem':>7} {'model':>8} {'kappa':>5} {'solver':>9} {'seeds':>5} {'p_c':>6} "
-          f"{'alpha_c':>8} {'95% CI':>17} {'theory':>7} {'undecided':>9}", file=file)
+    print(
+        f"{'d':>4} {'problem':>7} {'model':>8} {'kappa':>5} {'solver':>9} {'seeds':>5} {'p_c':>6} "
+        f"{'alpha_c':>8} {'95% CI':>17} {'theory':>7} {'undecided':>9}",
+        file=file,
+    )
     for r in rows:
-        print(f"{r['d']:>4} {r['problem']:>7} {r['model']:>8} {r['kappa']:>5.2f} {r['solver']:>9} {r['seeds']:>5} "
-              f"{_fmt(r['p_c'], 1):>6} {_fmt(r['alpha_c']):>8} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] "
-              f"{_fmt(r.get('theory_alpha_c')):>7} {r['undecided']:>9}", file=file)
+        print(
+            f"{r['d']:>4} {r['problem']:>7} {r['model']:>8} {r['kappa']:>5.2f} {r['solver']:>9} "
+            f"{r['seeds']:>5} "
+            f"{_fmt(r['p_c'], 1):>6} {_fmt(r['alpha_c']):>8} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] "
+            f"{_fmt(r.get('theory_alpha_c')):>7} {r['undecided']:>9}",
+            file=file,
+        )
 
 
 def _cmd_capacity(a):
@@ -220,9 +275,15 @@ def _cmd_capacity(a):
             raise ValueError(f"no records under {a.dir!r}")
         sweep_rows = estimate(sweep) if sweep else []
     rows = [dict(r, kind="threshold") for r in threshold_rows(recs)]
-    op_dp = [dict(c, kind="threshold", model="full", solver=solver) for solver in ("certified", "adam")
-             for c in compare(recs, dict(problem="op", model="full", solver=solver),
-                              dict(problem="dp", model="full", solver=solver))]
+    op_dp = [
+        dict(c, kind="threshold", model="full", solver=solver)
+        for solver in ("certified", "adam")
+        for c in compare(
+            recs,
+            dict(problem="op", model="full", solver=solver),
+            dict(problem="dp", model="full", solver=solver),
+        )
+    ]
     avc = adam_vs_certified(recs)
     if a.json:
         rows += [dict(r, kind="sweep") for r in public(sweep_rows)]
@@ -232,11 +293,17 @@ def _cmd_capacity(a):
     if rows:
         _print_threshold_rows(rows)
     for c in op_dp:
-        print(f"OP - DP ({c['solver']}) at d={c['d']}: {c['diff']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]: "
-              f"{c['verdict']}")
+        print(
+            f"OP - DP ({c['solver']}) at d={c['d']}: {c['diff']:+.4f} [{c['ci_low']:+.4f}, "
+            f"{c['ci_high']:+.4f}]: "
+            f"{c['verdict']}"
+        )
     for c in avc:
-        print(f"adam vs certified at d={c['d']} {c['problem']} {c['model']}: {c['fraction_below']:.2f} of seeds below, "
-              f"capacity lost {c['lost']:+.4f}")
+        print(
+            f"adam vs certified at d={c['d']} {c['problem']} {c['model']}: {c['fraction_below']:.2f} of "
+            f"seeds below, "
+            f"capacity lost {c['lost']:+.4f}"
+        )
     if sweep_rows:
         print_rows(sweep_rows)
 
@@ -273,17 +340,42 @@ def _cmd_demo(a, train_knobs):
     for d in a.ds:
         guess = float(th.alpha_c(float(max(2, round(d * d / math.log(d * d))))))
         for problem in ("op", "dp"):
-            search_capacity(store, d=d, problem=problem, model="full", knobs=knobs, alpha0=guess,
-                            progress=not (a.quiet or a.json), log=log)
+            search_capacity(
+                store,
+                d=d,
+                problem=problem,
+                model="full",
+                knobs=knobs,
+                alpha0=guess,
+                progress=not (a.quiet or a.json),
+                log=log,
+            )
         search_capacity(store, d=d, problem="op", model="hebbian", knobs=knobs, alpha0=0.06, log=log)
     d_f, kappa = a.factored_d, a.factored_kappa
     if d_f:
         guess = float(th.alpha_c(float(d_f * d_f / math.log(d_f * d_f)), kappa=kappa))
-        search_capacity(store, d=d_f, problem="op", model="factored", kappa=kappa, knobs=knobs, alpha0=guess,
-                        progress=not (a.quiet or a.json), log=log)
+        search_capacity(
+            store,
+            d=d_f,
+            problem="op",
+            model="factored",
+            kappa=kappa,
+            knobs=knobs,
+            alpha0=guess,
+            progress=not (a.quiet or a.json),
+            log=log,
+        )
         if d_f not in a.ds:
-            search_capacity(store, d=d_f, problem="op", model="full", knobs=knobs, alpha0=guess / float(th.F(kappa)),
-                            progress=not (a.quiet or a.json), log=log)
+            search_capacity(
+                store,
+                d=d_f,
+                problem="op",
+                model="full",
+                knobs=knobs,
+                alpha0=guess / float(th.F(kappa)),
+                progress=not (a.quiet or a.json),
+                log=log,
+            )
     path, rows = write_report(a.out)
     if a.json:
         _print_json(dict(out=a.out, report=path, rows=public(rows), seconds=time.perf_counter() - t0))
@@ -309,7 +401,9 @@ def add_study_commands(sub, add_train_knobs, train_knobs):
     sw.set_defaults(func=lambda a: _cmd_sweep(a, train_knobs))
 
     c = sub.add_parser("capacity", help="measure certified (or Adam) capacities, or read a folder's records")
-    c.add_argument("dir", nargs="?", default=None, help="a folder of records to read (sweeps or measurements)")
+    c.add_argument(
+        "dir", nargs="?", default=None, help="a folder of records to read (sweeps or measurements)"
+    )
     c.add_argument("--d", type=int, nargs="+", default=None, help="measure at these dimensions")
     c.add_argument("--problem", nargs="+", default=["op"], choices=["op", "dp"])
     c.add_argument("--model", default="full", choices=["full", "factored"])

@@ -28,9 +28,10 @@ import numpy as np
 
 from ._experiment import run_experiment
 from ._models import MODELS, rank_of
-from ._tasks import PROBLEMS, load, p_from_alpha
-from ._validate import check_choice, check_int, check_positive
+from ._tasks import load, p_from_alpha, PROBLEMS
 from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
+from ._validate import check_choice, check_int, check_positive
+
 
 RECORD_VERSION = 1
 
@@ -67,8 +68,14 @@ def versions() -> dict:
 
     from . import __version__
 
-    return dict(jaxmem=__version__, jax=jax.__version__, optax=optax.__version__,
-                equinox=equinox.__version__, numpy=np.__version__, python=platform.python_version())
+    return dict(
+        jaxmem=__version__,
+        jax=jax.__version__,
+        optax=optax.__version__,
+        equinox=equinox.__version__,
+        numpy=np.__version__,
+        python=platform.python_version(),
+    )
 
 
 @dataclass(frozen=True)
@@ -102,10 +109,19 @@ def make_config(*, d, p, problem, model, kappa, knobs: Knobs) -> dict:
         check_int("steps", knobs.steps, 0)
         check_positive("lr", knobs.lr)
         check_positive("init_scale", knobs.init_scale)
-    return dict(d=d, p=p, problem=problem, model=model, kappa=kappa,
-                steps=0 if hebb else knobs.steps, lr=0.0 if hebb else knobs.lr,
-                init_scale=0.0 if hebb else knobs.init_scale, seeds=knobs.seeds, seed0=knobs.seed0,
-                embedding=knobs.embedding)
+    return dict(
+        d=d,
+        p=p,
+        problem=problem,
+        model=model,
+        kappa=kappa,
+        steps=0 if hebb else knobs.steps,
+        lr=0.0 if hebb else knobs.lr,
+        init_scale=0.0 if hebb else knobs.init_scale,
+        seeds=knobs.seeds,
+        seed0=knobs.seed0,
+        embedding=knobs.embedding,
+    )
 
 
 def config_id(cfg: dict) -> str:
@@ -142,8 +158,11 @@ class Store:
         if not recs or not all(isinstance(r, dict) and "config" in r for r in recs):
             return None
         want = recs[0]["config"] if cfg is None else cfg
-        if any(r["config"] != want for r in recs) or len(recs) != expected_records(want) \
-                or os.path.basename(path) != config_id(want) + ".jsonl":
+        if (
+            any(r["config"] != want for r in recs)
+            or len(recs) != expected_records(want)
+            or os.path.basename(path) != config_id(want) + ".jsonl"
+        ):
             return None
         return recs
 
@@ -197,14 +216,23 @@ class Store:
             with open(path) as f:
                 json.load(f)
         except (OSError, ValueError):
-            meta = dict(created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), record_version=RECORD_VERSION,
-                        versions=versions(), device=dict(platform=jax.devices()[0].platform,
-                                                         kind=jax.devices()[0].device_kind, count=jax.device_count()))
+            meta = dict(
+                created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                record_version=RECORD_VERSION,
+                versions=versions(),
+                device=dict(
+                    platform=jax.devices()[0].platform,
+                    kind=jax.devices()[0].device_kind,
+                    count=jax.device_count(),
+                ),
+            )
             atomic_write(path, json.dumps(meta, indent=1))
         at = time.strftime("%Y%m%dT%H%M%S")
         entry = dict(argv=list(argv), pid=os.getpid(), at=at, versions=versions())
-        atomic_write(os.path.join(self.out, "commands", f"{at}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"),
-                     json.dumps(entry, indent=1))
+        atomic_write(
+            os.path.join(self.out, "commands", f"{at}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"),
+            json.dumps(entry, indent=1),
+        )
 
     def commands(self) -> list[dict]:
         """Every logged command, oldest first."""
@@ -224,19 +252,37 @@ def _finite_list(x):
 def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> list[dict]:
     """Run one config's vmapped ensemble; one record per seed, config embedded."""
     res = run_experiment(
-        d=cfg["d"], p=cfg["p"], problem=cfg["problem"], model=cfg["model"],
-        kappa=cfg["kappa"] if cfg["model"] == "factored" else None, seeds=cfg["seeds"], seed0=cfg["seed0"],
+        d=cfg["d"],
+        p=cfg["p"],
+        problem=cfg["problem"],
+        model=cfg["model"],
+        kappa=cfg["kappa"] if cfg["model"] == "factored" else None,
+        seeds=cfg["seeds"],
+        seed0=cfg["seed0"],
         # exactly the config's knobs (the Hebbian rule, which has none, records zeros and ignores them)
-        steps=cfg["steps"], lr=cfg["lr"], init_scale=cfg["init_scale"], embedding=cfg["embedding"],
-        progress=progress, keep_metrics=detail,
+        steps=cfg["steps"],
+        lr=cfg["lr"],
+        init_scale=cfg["init_scale"],
+        embedding=cfg["embedding"],
+        progress=progress,
+        keep_metrics=detail,
     )
     met = res.get("_metrics")
     recs = []
     for s in range(cfg["seeds"]):
-        r = dict(v=RECORD_VERSION, id=config_id(cfg), config=cfg, seed=s, alpha=load(cfg["d"], cfg["p"]),
-                 accuracy=res["accuracy"][s], all_stored=bool(res["all_stored"][s]),
-                 steps_to_store=res["steps_to_store"][s], diverged=bool(res["diverged"][s]),
-                 final_loss=res["final_loss"][s], seconds=res["seconds"] / cfg["seeds"])
+        r = dict(
+            v=RECORD_VERSION,
+            id=config_id(cfg),
+            config=cfg,
+            seed=s,
+            alpha=load(cfg["d"], cfg["p"]),
+            accuracy=res["accuracy"][s],
+            all_stored=bool(res["all_stored"][s]),
+            steps_to_store=res["steps_to_store"][s],
+            diverged=bool(res["diverged"][s]),
+            final_loss=res["final_loss"][s],
+            seconds=res["seconds"] / cfg["seeds"],
+        )
         if met is not None:
             r["target_score"] = _finite_list(met.target[s])
             r["best_score"] = _finite_list(met.best[s])
@@ -279,17 +325,20 @@ class SweepSpec:
             ps = self.ps if self.ps is not None else [p_from_alpha(d, a) for a in self.alphas]
             for problem in self.problems:
                 for model in self.models:
-                    for kappa in (self.kappas if model == "factored" else [None]):
+                    for kappa in self.kappas if model == "factored" else [None]:
                         for p in ps:
-                            cfg = make_config(d=d, p=p, problem=problem, model=model, kappa=kappa, knobs=self.knobs)
+                            cfg = make_config(
+                                d=d, p=p, problem=problem, model=model, kappa=kappa, knobs=self.knobs
+                            )
                             if config_id(cfg) not in seen:
                                 seen.add(config_id(cfg))
                                 out.append(cfg)
         return out
 
 
-def run_sweep(spec: SweepSpec, out: str, *, shard: tuple[int, int] = (0, 1), progress: bool = True,
-              log=sys.stderr) -> Store:
+def run_sweep(
+    spec: SweepSpec, out: str, *, shard: tuple[int, int] = (0, 1), progress: bool = True, log=sys.stderr
+) -> Store:
     """Run every config of `spec` (this process's `shard` of them) into `out`, skipping done ones."""
     i, n = shard
     if not (0 <= i < n):
@@ -301,16 +350,32 @@ def run_sweep(spec: SweepSpec, out: str, *, shard: tuple[int, int] = (0, 1), pro
         recs = store.get_or_run(cfg, progress=progress)
         if log is not None:
             frac = np.mean([r["all_stored"] for r in recs])
-            print(f"[{k + 1}/{len(cfgs)}] d={cfg['d']} p={cfg['p']} {cfg['problem']} {cfg['model']}"
-                  f" kappa={cfg['kappa']:.2f}: all stored {frac:.2f}{' (cached)' if cached else ''}",
-                  file=log, flush=True)
+            print(
+                f"[{k + 1}/{len(cfgs)}] d={cfg['d']} p={cfg['p']} {cfg['problem']} {cfg['model']}"
+                f" kappa={cfg['kappa']:.2f}: all stored {frac:.2f}{' (cached)' if cached else ''}",
+                file=log,
+                flush=True,
+            )
     return store
 
 
-def search_capacity(store: Store, *, d: int, problem: str, model: str, kappa=None, knobs: Knobs = Knobs(),
-                    alpha0: float, refine: int = 3, max_bracket: int = 8, progress: bool = False, log=None) -> None:
+def search_capacity(
+    store: Store,
+    *,
+    d: int,
+    problem: str,
+    model: str,
+    kappa=None,
+    knobs: Knobs = Knobs(),
+    alpha0: float,
+    refine: int = 3,
+    max_bracket: int = 8,
+    progress: bool = False,
+    log=None,
+) -> None:
     """Adaptive `p` grid around the transition: bracket P(all stored) = 1/2 in `ln p` by steps of
-    15% in `p` from `alpha0`, then bisect `refine` times, then step outwards until a point with >= 3/4 and one with <= 1/4
+    15% in `p` from `alpha0`, then bisect `refine` times, then step outwards until a point with
+    >= 3/4 and one with <= 1/4
     of the seeds storing all anchor the fit. Every point is a cached config, so
     a rerun (or a resumed run) walks the same path from the records."""
 
@@ -320,8 +385,12 @@ def search_capacity(store: Store, *, d: int, problem: str, model: str, kappa=Non
         recs = store.get_or_run(cfg, progress=progress)
         f = float(np.mean([r["all_stored"] for r in recs]))
         if log is not None and not cached:
-            print(f"  d={d} {problem} {model} kappa={cfg['kappa']:.2f} p={p} alpha={load(d, p):.3f}:"
-                  f" all stored {f:.2f}", file=log, flush=True)
+            print(
+                f"  d={d} {problem} {model} kappa={cfg['kappa']:.2f} p={p} alpha={load(d, p):.3f}:"
+                f" all stored {f:.2f}",
+                file=log,
+                flush=True,
+            )
         return f
 
     p = max(2, p_from_alpha(d, alpha0))

@@ -18,6 +18,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._validate import check_choice, check_int
 
+
 PROBLEMS = ("op", "dp")
 EMBEDDINGS = ("gaussian", "sphere")
 # 2**26 float32 = 256 MiB of candidates per task.

@@ -22,12 +22,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._solvers._adam import AdamConfig, AdamProtocol, _Instance as _AdamInstance
+from ._solvers._adam import _Instance as _AdamInstance, AdamConfig, AdamProtocol
 from ._solvers._constraints import batch_constraints
-from ._solvers._decide import STORABLE, UNDECIDED, UNSTORABLE, DecideConfig, decide_constraints, verify
+from ._solvers._decide import decide_constraints, DecideConfig, STORABLE, UNDECIDED, UNSTORABLE, verify
 from ._solvers._runner import run_ensemble
-from ._tasks import Task, load, p_from_alpha
+from ._tasks import load, p_from_alpha, Task
 from ._validate import check_int, check_real
+
 
 SOLVERS = ("certified", "adam")
 
@@ -94,9 +95,11 @@ class Thresholds(eqx.Module):
 
 def _propose(lo, hi, plan: SearchPlan):
     unknown_hi = hi > plan.p_max
-    p = np.where(lo <= 1,
-                 np.where(unknown_hi, plan.p0, np.maximum(2, np.floor(hi / plan.step))),
-                 np.where(unknown_hi, np.minimum(plan.p_max, np.ceil(lo * plan.step)), (lo + hi) // 2))
+    p = np.where(
+        lo <= 1,
+        np.where(unknown_hi, plan.p0, np.maximum(2, np.floor(hi / plan.step))),
+        np.where(unknown_hi, np.minimum(plan.p_max, np.ceil(lo * plan.step)), (lo + hi) // 2),
+    )
     p = np.clip(p, lo + 1, np.minimum(hi - 1, plan.p_max)).astype(np.int64)
     return p
 
@@ -116,9 +119,16 @@ def _decide_round(tasks_b, ps, W0, P, *, solver, model_rank, decide_cfg, adam_cf
     return status, margin, bound, np.asarray(st.t), np.asarray(W)
 
 
-def search_thresholds(tasks: Task, *, plan: SearchPlan, solver: str = "certified", rank: int | None = None,
-                      decide_config: DecideConfig = DecideConfig(), adam_config: AdamConfig = AdamConfig(),
-                      log=None) -> Thresholds:
+def search_thresholds(
+    tasks: Task,
+    *,
+    plan: SearchPlan,
+    solver: str = "certified",
+    rank: int | None = None,
+    decide_config: DecideConfig = DecideConfig(),
+    adam_config: AdamConfig = AdamConfig(),
+    log=None,
+) -> Thresholds:
     """Find every seed's threshold `p*` by bracketing and bisection.
 
     **Arguments:**
@@ -154,10 +164,19 @@ def search_thresholds(tasks: Task, *, plan: SearchPlan, solver: str = "certified
         P = min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
         tasks_b = jax.tree.map(lambda x: x[jnp.asarray(active)], tasks)
         status, margin, bound, iters, W = _decide_round(
-            tasks_b, ps, None, P, solver=solver,
-            model_rank=rank, decide_cfg=decide_config, adam_cfg=adam_config)
+            tasks_b,
+            ps,
+            None,
+            P,
+            solver=solver,
+            model_rank=rank,
+            decide_cfg=decide_config,
+            adam_cfg=adam_config,
+        )
         for j, i in enumerate(active):
-            decisions[i].append((int(ps[j]), int(status[j]), float(margin[j]), float(bound[j]), int(iters[j])))
+            decisions[i].append(
+                (int(ps[j]), int(status[j]), float(margin[j]), float(bound[j]), int(iters[j]))
+            )
         ok, bad = status == STORABLE, status == UNSTORABLE
         lo[active[ok]] = ps[ok]
         W_lo[active[ok]] = W[ok]
@@ -165,10 +184,16 @@ def search_thresholds(tasks: Task, *, plan: SearchPlan, solver: str = "certified
         undecided[active[status == UNDECIDED]] = True
         rnd += 1
         if log is not None:
-            print(f"  round {rnd}: {active.size} seeds at p in [{ps.min()}, {ps.max()}] (padded {P}): "
-                  f"{ok.sum()} storable, {bad.sum()} unstorable, {(status == UNDECIDED).sum()} undecided "
-                  f"({time.perf_counter() - t0:.0f} s)", file=log, flush=True)
-    return Thresholds(lo=lo, hi=hi, undecided=undecided, decisions=decisions, seconds=time.perf_counter() - t0)
+            print(
+                f"  round {rnd}: {active.size} seeds at p in [{ps.min()}, {ps.max()}] (padded {P}): "
+                f"{ok.sum()} storable, {bad.sum()} unstorable, {(status == UNDECIDED).sum()} undecided "
+                f"({time.perf_counter() - t0:.0f} s)",
+                file=log,
+                flush=True,
+            )
+    return Thresholds(
+        lo=lo, hi=hi, undecided=undecided, decisions=decisions, seconds=time.perf_counter() - t0
+    )
 
 
 # ---------------------------------------------------------------- the estimate
@@ -206,8 +231,15 @@ def median_capacity(lo, hi, d: int, level: float = 0.95) -> dict:
     p_lo = float(lower[j - 1]) if j >= 1 else math.nan
     p_hi = float(upper[k - 1]) if k <= n else math.nan
     a = lambda p: load(d, p) if math.isfinite(p) and p >= 2 else math.nan
-    return dict(p_c=p_c, alpha_c=a(p_c), p_ci_low=p_lo, p_ci_high=p_hi, ci_low=a(p_lo), ci_high=a(p_hi),
-                ci_ranks=[j, k])
+    return dict(
+        p_c=p_c,
+        alpha_c=a(p_c),
+        p_ci_low=p_lo,
+        p_ci_high=p_hi,
+        ci_low=a(p_lo),
+        ci_high=a(p_hi),
+        ci_ranks=[j, k],
+    )
 
 
 def logistic_cross_check(p_star, d: int) -> float:

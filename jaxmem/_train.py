@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -20,11 +20,12 @@ import numpy as np
 import optax
 
 from ._loss import cross_entropy
-from ._metrics import Metrics, ensemble_metrics
+from ._metrics import ensemble_metrics, Metrics
 from ._models import Factored, FullRank, rank_of
 from ._parallel import ensemble_mesh, pad_to, shard_ensemble, unpad
 from ._tasks import Task
 from ._validate import check_int, check_positive
+
 
 # Defaults chosen by the measurements in README "Training defaults".
 DEFAULT_STEPS = 5000
@@ -106,8 +107,9 @@ def _chunk(cfg: _Config, mesh, tasks: Task, state: TrainState, t0, steps):
 def _init(cfg: _Config, tasks: Task, lr):
     def one(task, lr):
         params = cfg.init_model(task.init_key)
-        return TrainState(params, cfg.opt(lr).init(params), jnp.array(-1), jnp.array(False),
-                          jnp.array(jnp.inf, jnp.float32))
+        return TrainState(
+            params, cfg.opt(lr).init(params), jnp.array(-1), jnp.array(False), jnp.array(jnp.inf, jnp.float32)
+        )
 
     return jax.vmap(one)(tasks, lr)
 
@@ -159,7 +161,8 @@ def train(
     `lr` is a scalar or one learning rate per instance. `model` is `FullRank` or `Factored`
     (rank from `m` or `kappa`); the initialisation is drawn from each task's `init_key`.
     The ensemble is spread over `devices` (default: all local accelerators, see
-    `ensemble_mesh`; padded to a multiple of their number). `early_stop=False` runs the whole budget even when every instance is done
+    `ensemble_mesh`; padded to a multiple of their number). `early_stop=False` runs the whole
+    budget even when every instance is done
     (for benchmarks: frozen instances still compute their step).
     """
     steps = check_int("steps", steps, 0)

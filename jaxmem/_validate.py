@@ -17,7 +17,11 @@ def _is_int(value) -> bool:
         return False
     if isinstance(value, numbers.Integral):
         return True
-    return hasattr(value, "dtype") and getattr(value, "shape", None) == () and np.issubdtype(value.dtype, np.integer)
+    return (
+        hasattr(value, "dtype")
+        and getattr(value, "shape", None) == ()
+        and np.issubdtype(value.dtype, np.integer)
+    )
 
 
 def check_int(name: str, value, minimum: int, maximum: int | None = None) -> int:
@@ -31,12 +35,24 @@ def check_int(name: str, value, minimum: int, maximum: int | None = None) -> int
     return value
 
 
-def check_real(name: str, value, *, low: float | None = None, high: float | None = None,
-               low_open: bool = False, high_open: bool = False, finite: bool = True) -> float:
+def check_real(
+    name: str,
+    value,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    finite: bool = True,
+) -> float:
     """`value` as a `float`, finite (unless `finite=False`) and within the given bounds."""
     bad = isinstance(value, (bool, np.bool_)) or not (
         isinstance(value, numbers.Real)
-        or (hasattr(value, "dtype") and getattr(value, "shape", None) == () and np.issubdtype(value.dtype, np.number))
+        or (
+            hasattr(value, "dtype")
+            and getattr(value, "shape", None) == ()
+            and np.issubdtype(value.dtype, np.number)
+        )
     )
     lo = "" if low is None else f"{'>' if low_open else '>='} {low:g}"
     hi = "" if high is None else f"{'<' if high_open else '<='} {high:g}"
@@ -44,9 +60,12 @@ def check_real(name: str, value, *, low: float | None = None, high: float | None
     if bad:
         raise ValueError(f"{name} must be a real number ({want}), got {value!r}")
     v = float(value)
-    if (math.isnan(v) or (finite and math.isinf(v))
-            or (low is not None and (v < low or (low_open and v == low)))
-            or (high is not None and (v > high or (high_open and v == high)))):
+    if (
+        math.isnan(v)
+        or (finite and math.isinf(v))
+        or (low is not None and (v < low or (low_open and v == low)))
+        or (high is not None and (v > high or (high_open and v == high)))
+    ):
         raise ValueError(f"{name} must be {want}, got {value!r}")
     return v
 

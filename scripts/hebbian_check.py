@@ -1,12 +1,11 @@
 """Hebbian finite-size theory against simulation (README table).
 
-    python scripts/hebbian_check.py
+python scripts/hebbian_check.py
 """
 
 import jax
-import numpy as np
-
 import jaxmem as jm
+import numpy as np
 from jaxmem import theory as th
 
 
@@ -21,9 +20,12 @@ def main(n=64):
                 st = np.asarray(jm.ensemble_metrics(jm.hebbian(tasks), tasks).stored)
                 acc = st.mean(1)
                 h = th.hebbian(d, p, problem)
-                print(f"| {d} | {alpha} | {p} | {problem} | {acc.mean():.4f} ± {acc.std() / np.sqrt(n):.4f} | "
-                      f"{float(h.accuracy):.4f} | {float(th.hebbian_asymptotic(d, p)):.4f} | "
-                      f"{st.all(1).mean():.3f} | {float(h.p_all_stored):.3f} |", flush=True)
+                print(
+                    f"| {d} | {alpha} | {p} | {problem} | {acc.mean():.4f} ± {acc.std() / np.sqrt(n):.4f} | "
+                    f"{float(h.accuracy):.4f} | {float(th.hebbian_asymptotic(d, p)):.4f} | "
+                    f"{st.all(1).mean():.3f} | {float(h.p_all_stored):.3f} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -8,10 +8,10 @@ import os
 
 import matplotlib
 
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-
 from jaxmem import theory as th  # noqa: E402
 
 
@@ -30,7 +30,9 @@ def main(out="docs/theory.png"):
     ax[0].set_ylabel(r"capacity $\alpha_c = p\ln p/d^2$")
     ax[0].set_title("Full-rank memory: slow approach to 1/2")
     ax[0].legend()
-    ax[1].plot(kap, [float(th.alpha_c_asymptotic(k)) for k in kap], "k-", label=r"$F(\kappa)/2$ ($p\to\infty$)")
+    ax[1].plot(
+        kap, [float(th.alpha_c_asymptotic(k)) for k in kap], "k-", label=r"$F(\kappa)/2$ ($p\to\infty$)"
+    )
     for p in (1e3, 1e6):
         ax[1].plot(kap, [float(th.alpha_c(p, kappa=float(k))) for k in kap], ".-", label=f"p = {p:.0e}")
     ax[1].set_xlabel(r"rank fraction $\kappa = m/d$")

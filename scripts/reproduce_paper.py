@@ -15,7 +15,8 @@ import sys
 
 from jaxmem import theory as th
 from jaxmem._study import write_report
-from jaxmem._sweep import Knobs, Store, search_capacity
+from jaxmem._sweep import Knobs, search_capacity, Store
+
 
 FULL = dict(ds=[32, 64, 128, 256, 512], seeds=32, kappas=[0.25, 0.5, 0.75], kappa_d=128)
 QUICK = dict(ds=[12, 16], seeds=4, kappas=[0.5], kappa_d=16)
@@ -39,8 +40,15 @@ def main(argv=None):
         jobs += [dict(d=d, problem=pr, model="hebbian", alpha0=0.06) for pr in ("op", "dp")]
     d = plan["kappa_d"]
     for k in plan["kappas"]:
-        jobs.append(dict(d=d, problem="op", model="factored", kappa=k,
-                         alpha0=float(th.alpha_c(float(d * d / math.log(d * d)), kappa=k))))
+        jobs.append(
+            dict(
+                d=d,
+                problem="op",
+                model="factored",
+                kappa=k,
+                alpha0=float(th.alpha_c(float(d * d / math.log(d * d)), kappa=k)),
+            )
+        )
     for job in jobs[i::n]:
         search_capacity(store, knobs=knobs, log=sys.stderr, **job)
     if n == 1:

@@ -18,9 +18,17 @@ def main():
     for lr, steps, alpha in itertools.product([0.01, 0.03, 0.1], [1000, 5000], [0.9, 0.95, 1.0]):
         r = run_experiment(d=32, alpha=alpha, problem="op", seeds=8, lr=lr, steps=steps)
         done = [s for s in r["steps_to_store"] if s is not None]
-        rows.append(dict(lr=lr, steps=steps, alpha=round(r["alpha"], 4), p=r["p"],
-                         stored=sum(r["all_stored"]), max_steps_to_store=max(done, default=None),
-                         seconds=round(r["seconds"], 1)))
+        rows.append(
+            dict(
+                lr=lr,
+                steps=steps,
+                alpha=round(r["alpha"], 4),
+                p=r["p"],
+                stored=sum(r["all_stored"]),
+                max_steps_to_store=max(done, default=None),
+                seconds=round(r["seconds"], 1),
+            )
+        )
         print(json.dumps(rows[-1]), flush=True)
 
 

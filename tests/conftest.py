@@ -1,10 +1,12 @@
 import os
 
+
 # Two simulated CPU devices for the sharding tests; must precede the first jax import.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+
 
 # Strict dtype promotion is not used: optax's Adam mixes its int32 step count with float32.
 

@@ -3,7 +3,6 @@ import subprocess
 import sys
 
 import pytest
-
 from jaxmem._cli import main
 
 
@@ -17,17 +16,48 @@ def test_train_json_keys(capsys):
     rc, out, err = _run(["train", "--d", "8", "--p", "12", "--seeds", "2", "--steps", "50", "--json"], capsys)
     assert rc == 0
     obj = json.loads(out)
-    for k in ("d", "p", "alpha", "problem", "model", "kappa", "seeds", "accuracy", "all_stored",
-              "steps_to_store", "fraction_all_stored", "seconds"):
+    for k in (
+        "d",
+        "p",
+        "alpha",
+        "problem",
+        "model",
+        "kappa",
+        "seeds",
+        "accuracy",
+        "all_stored",
+        "steps_to_store",
+        "fraction_all_stored",
+        "seconds",
+    ):
         assert k in obj
     assert len(obj["accuracy"]) == 2 and obj["d"] == 8 and obj["p"] == 12
 
 
 def test_train_hebbian_and_factored(capsys):
-    rc, out, _ = _run(["train", "--d", "8", "--alpha", "0.3", "--model", "hebbian", "--seeds", "2", "--json"], capsys)
+    rc, out, _ = _run(
+        ["train", "--d", "8", "--alpha", "0.3", "--model", "hebbian", "--seeds", "2", "--json"], capsys
+    )
     assert rc == 0 and json.loads(out)["model"] == "hebbian"
-    rc, out, _ = _run(["train", "--d", "8", "--alpha", "0.3", "--model", "factored", "--kappa", "0.5",
-                       "--seeds", "2", "--steps", "20", "--json"], capsys)
+    rc, out, _ = _run(
+        [
+            "train",
+            "--d",
+            "8",
+            "--alpha",
+            "0.3",
+            "--model",
+            "factored",
+            "--kappa",
+            "0.5",
+            "--seeds",
+            "2",
+            "--steps",
+            "20",
+            "--json",
+        ],
+        capsys,
+    )
     assert rc == 0 and json.loads(out)["kappa"] == 0.5
 
 
@@ -59,18 +89,24 @@ def test_bad_arguments_exit_2_one_line(args, capsys):
 
 
 def test_console_script_exit_code():
-    r = subprocess.run([sys.executable, "-m", "jaxmem._cli", "train", "--d", "1", "--p", "3"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxmem._cli", "train", "--d", "1", "--p", "3"], capture_output=True, text=True
+    )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(
     "args,keys",
     [
-        (["theory", "capacity", "--p", "1000", "--se-target", "0.01"], ["p", "kappa", "alpha_c", "alpha_c_se", "E_dist2"]),
+        (
+            ["theory", "capacity", "--p", "1000", "--se-target", "0.01"],
+            ["p", "kappa", "alpha_c", "alpha_c_se", "E_dist2"],
+        ),
         (["theory", "capacity", "--p", "inf", "--kappa", "0.5"], ["alpha_c"]),
-        (["theory", "saddle", "--alpha", "0.3", "--p", "100", "--samples", "64"],
-         ["alpha", "p", "q", "free_entropy", "residual", "status", "steps"]),
+        (
+            ["theory", "saddle", "--alpha", "0.3", "--p", "100", "--samples", "64"],
+            ["alpha", "p", "q", "free_entropy", "residual", "status", "steps"],
+        ),
         (["theory", "hebbian", "--d", "32", "--p", "72", "--problem", "dp"], ["accuracy", "p_all_stored"]),
         (["theory", "listwise", "--r", "0.1"], ["alpha_G_c"]),
     ],

@@ -9,13 +9,12 @@ import sys
 
 import jax
 import jax.numpy as jnp
+import jaxmem as jm
 import numpy as np
 import pytest
+from jaxmem._solvers import decide, DecideConfig
+from jaxmem._threshold import median_capacity, median_ci, search_thresholds, SearchPlan
 from scipy.optimize import linprog
-
-import jaxmem as jm
-from jaxmem._solvers import DecideConfig, decide
-from jaxmem._threshold import SearchPlan, median_capacity, median_ci, search_thresholds
 
 
 def _arrays(task, p):
@@ -40,8 +39,13 @@ def _lp_storable(E, C):
     n = A.shape[1]
     c = np.zeros(n + 1)
     c[-1] = -1.0
-    res = linprog(c, A_ub=np.hstack([-A, np.ones((A.shape[0], 1))]), b_ub=np.zeros(A.shape[0]),
-                  bounds=[(-1, 1)] * n + [(None, 1)], method="highs")
+    res = linprog(
+        c,
+        A_ub=np.hstack([-A, np.ones((A.shape[0], 1))]),
+        b_ub=np.zeros(A.shape[0]),
+        bounds=[(-1, 1)] * n + [(None, 1)],
+        method="highs",
+    )
     assert res.status == 0
     return -res.fun > 1e-9, -res.fun
 
@@ -131,13 +135,13 @@ def test_vmapped_decisions_equal_single_runs():
     cons = batch_constraints(tasks, ps, 40)
     batch = decide_constraints(cons)
     for i in range(5):
-        one = decide_constraints(jax.tree.map(lambda x: x[i:i + 1], cons))
+        one = decide_constraints(jax.tree.map(lambda x: x[i : i + 1], cons))
         # batched and single matmuls round differently, so iterates (and the iteration at which the
         # first certificate appears) may differ slightly; the decision may not
         assert one.status[0] == batch.status[i]
         assert abs(int(one.iterations[0]) - int(batch.iterations[i])) <= 2 + batch.iterations[i] // 10
         # padding changes rounding, not the decision
-        alone = decide(jax.tree.map(lambda x: x[i:i + 1], tasks), p=int(ps[i]))
+        alone = decide(jax.tree.map(lambda x: x[i : i + 1], tasks), p=int(ps[i]))
         assert alone.status[0] == batch.status[i]
 
 
@@ -150,8 +154,10 @@ def test_median_ci_covers_at_the_stated_rate(n, level):
     assert exact >= level
     rng = np.random.default_rng(0)
     reps = 4000
-    for draw, true_median in ((lambda: rng.normal(180, 4, n), 180.0),
-                              (lambda: np.round(rng.normal(180.3, 4, n)), 180.0)):
+    for draw, true_median in (
+        (lambda: rng.normal(180, 4, n), 180.0),
+        (lambda: np.round(rng.normal(180.3, 4, n)), 180.0),
+    ):
         cover = 0
         for _ in range(reps):
             x = draw()
@@ -162,7 +168,7 @@ def test_median_ci_covers_at_the_stated_rate(n, level):
 
 
 def test_adam_protocol_follows_train():
-    from jaxmem._solvers._adam import AdamConfig, AdamProtocol, _Instance
+    from jaxmem._solvers._adam import _Instance, AdamConfig, AdamProtocol
     from jaxmem._solvers._constraints import batch_constraints
     from jaxmem._solvers._runner import run_ensemble
 
@@ -172,8 +178,9 @@ def test_adam_protocol_follows_train():
     cfg = AdamConfig(steps=600)
     for P in (p, p + 9):  # unpadded, and padded with masked rows and columns
         big = jm.make_tasks(jax.random.key(5), n=n, d=d, p=P, problem="op")
-        st = run_ensemble(AdamProtocol(cfg), _Instance(batch_constraints(big, [p] * n, P), big.init_key),
-                          chunk=cfg.chunk)
+        st = run_ensemble(
+            AdamProtocol(cfg), _Instance(batch_constraints(big, [p] * n, P), big.init_key), chunk=cfg.chunk
+        )
         steps = [int(s) if s >= 0 else None for s in np.asarray(st.done_step)]
         assert steps == run.steps_to_store, P
 
@@ -201,14 +208,39 @@ def _cli(*args):
 
 def test_capacity_cli_measures_resumes_and_rereads(tmp_path):
     out = tmp_path / "m"
-    args = ["capacity", "--d", "8", "--problem", "op", "dp", "--seeds", "6", "--group", "3", "--out", str(out),
-            "--json"]
+    args = [
+        "capacity",
+        "--d",
+        "8",
+        "--problem",
+        "op",
+        "dp",
+        "--seeds",
+        "6",
+        "--group",
+        "3",
+        "--out",
+        str(out),
+        "--json",
+    ]
     r = _cli(*args)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["rows"]
     for row in rows:
-        for key in ("d", "problem", "model", "kappa", "solver", "seeds", "p_c", "alpha_c", "ci_low", "ci_high",
-                    "theory_alpha_c", "undecided"):
+        for key in (
+            "d",
+            "problem",
+            "model",
+            "kappa",
+            "solver",
+            "seeds",
+            "p_c",
+            "alpha_c",
+            "ci_low",
+            "ci_high",
+            "theory_alpha_c",
+            "undecided",
+        ):
             assert key in row
         assert row["seeds"] == 6 and row["undecided"] == 0
     files = sorted(out.glob("records/*.jsonl"))

@@ -8,9 +8,8 @@ import os
 import stat
 
 import pytest
-
 from jaxmem._cli import main
-from jaxmem._sweep import Knobs, Store, make_config
+from jaxmem._sweep import Knobs, make_config, Store
 
 
 def _one_line_err(capsys, name):
@@ -20,7 +19,9 @@ def _one_line_err(capsys, name):
 
 def test_fault_records_lie_steps_zero_is_run_as_zero(tmp_path, capsys):
     out = str(tmp_path / "x")
-    assert main(["sweep", "--d", "8", "--p", "10", "--seeds", "2", "--steps", "0", "--out", out, "--quiet"]) == 0
+    assert (
+        main(["sweep", "--d", "8", "--p", "10", "--seeds", "2", "--steps", "0", "--out", out, "--quiet"]) == 0
+    )
     recs = Store(out).records()
     assert len(recs) == 2
     for r in recs:
@@ -28,8 +29,15 @@ def test_fault_records_lie_steps_zero_is_run_as_zero(tmp_path, capsys):
         assert r["steps_to_store"] in (None, 0) and (r["steps_to_store"] == 0) == r["all_stored"]
 
 
-@pytest.mark.parametrize("flag,value,name", [("--lr", "0", "lr"), ("--init-scale", "0", "init_scale"),
-                                             ("--seed0", "4294967296", "seed0"), ("--seed0", "-1", "seed0")])
+@pytest.mark.parametrize(
+    "flag,value,name",
+    [
+        ("--lr", "0", "lr"),
+        ("--init-scale", "0", "init_scale"),
+        ("--seed0", "4294967296", "seed0"),
+        ("--seed0", "-1", "seed0"),
+    ],
+)
 def test_fault_sweep_knob_out_of_range_exits_2(tmp_path, capsys, flag, value, name):
     out = tmp_path / "y"
     rc = main(["sweep", "--d", "8", "--p", "10", "--seeds", "2", flag, value, "--out", str(out), "--quiet"])
@@ -76,7 +84,21 @@ def test_fault_files_are_group_readable(tmp_path):
 
 def test_fault_empty_or_corrupt_record_file_is_rerun(tmp_path, capsys):
     out = str(tmp_path / "v")
-    args = ["sweep", "--d", "8", "--p", "10", "12", "--model", "hebbian", "--seeds", "3", "--out", out, "--quiet"]
+    args = [
+        "sweep",
+        "--d",
+        "8",
+        "--p",
+        "10",
+        "12",
+        "--model",
+        "hebbian",
+        "--seeds",
+        "3",
+        "--out",
+        out,
+        "--quiet",
+    ]
     assert main(args) == 0
     store = Store(out)
     files = sorted(os.listdir(store.records_dir))

@@ -1,10 +1,9 @@
 import jax
 import jax.numpy as jnp
+import jaxmem as jm
 import numpy as np
 import optax
 import pytest
-
-import jaxmem as jm
 from jaxmem._tasks import MATERIALISE_LIMIT
 
 
@@ -36,8 +35,11 @@ def test_dense_and_stream_match_optax(problem):
     np.testing.assert_array_equal(sc_d.stored, np.diag(S) > off)
     g_d = jax.grad(lambda v: jm.dense_ce(v, task)[0])(V)
     g_s = jax.grad(lambda v: jm.stream_ce(v, task, block=8)[0])(V)
-    g_ref = jax.grad(lambda v: optax.softmax_cross_entropy_with_integer_labels(
-        jm.dense_scores(v, task), jnp.arange(37)).mean())(V)
+    g_ref = jax.grad(
+        lambda v: optax.softmax_cross_entropy_with_integer_labels(
+            jm.dense_scores(v, task), jnp.arange(37)
+        ).mean()
+    )(V)
     np.testing.assert_allclose(g_d, g_ref, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(g_s, g_ref, rtol=1e-4, atol=1e-6)
 

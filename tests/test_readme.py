@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 # Sections whose python blocks are run here. The theory section's examples belong to the theory
 # issue (gradients without global x64) and are not yet run.
@@ -19,7 +20,7 @@ def _blocks():
     for title in SECTIONS:
         start = text.index(title + "\n")
         end = text.find("\n## ", start + len(title))
-        body = text[start:end if end >= 0 else None]
+        body = text[start : end if end >= 0 else None]
         out += [(title, b) for b in re.findall(r"```python\n(.*?)```", body, flags=re.S)]
     return out
 
@@ -27,6 +28,13 @@ def _blocks():
 @pytest.mark.parametrize("title,code", _blocks(), ids=lambda x: x if x.startswith("##") else "")
 def test_readme_example_runs(title, code):
     env = dict(os.environ, JAX_ENABLE_X64="0")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=os.path.dirname(README),
-                       timeout=900, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=os.path.dirname(README),
+        timeout=900,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]

@@ -2,11 +2,10 @@
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-import pytest
-
 import jaxmem as jm
 import jaxmem._loss as loss_mod
+import numpy as np
+import pytest
 
 
 @pytest.mark.parametrize("problem", ["op", "dp"])

@@ -7,23 +7,37 @@ import time
 
 import numpy as np
 import pytest
-
 from jaxmem._cli import main
 from jaxmem._estimate import _logistic_fit, estimate
-from jaxmem._sweep import Knobs, Store, SweepSpec, atomic_write, parse_grid, run_sweep
+from jaxmem._sweep import atomic_write, Knobs, parse_grid, run_sweep, Store, SweepSpec
 
-SWEEP = ["sweep", "--d", "8", "--alpha", "0.3:1.6:5", "--problem", "op", "dp", "--seeds", "2",
-         "--steps", "200", "--quiet"]
+
+SWEEP = [
+    "sweep",
+    "--d",
+    "8",
+    "--alpha",
+    "0.3:1.6:5",
+    "--problem",
+    "op",
+    "dp",
+    "--seeds",
+    "2",
+    "--steps",
+    "200",
+    "--quiet",
+]
 
 
 def _records(out):
     recs = Store(out).records()
-    return sorted((json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in recs))
+    return sorted(json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in recs)
 
 
 def _cli(args):
-    return subprocess.Popen([sys.executable, "-m", "jaxmem._cli", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [sys.executable, "-m", "jaxmem._cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def test_killed_sweep_resumes_to_the_same_records(tmp_path):
@@ -63,7 +77,6 @@ def test_shards_from_two_processes_merge_into_one_folder(tmp_path):
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):
     path = str(tmp_path / "f.json")
     atomic_write(path, "old")
-
 
     with pytest.raises(TypeError):
         atomic_write(path, 123)  # write fails midway
@@ -109,8 +122,23 @@ def test_capacity_of_empty_folder_exits_2(tmp_path, capsys):
 def test_demo_writes_report_with_six_figures(tmp_path, capsys):
     """The demo pipeline end to end at toy size (the full demo is timed in the README)."""
     out = str(tmp_path / "demo")
-    rc = main(["demo", "--out", out, "--ds", "8", "--factored-d", "8", "--seeds", "2", "--steps", "300",
-               "--quiet", "--json"])
+    rc = main(
+        [
+            "demo",
+            "--out",
+            out,
+            "--ds",
+            "8",
+            "--factored-d",
+            "8",
+            "--seeds",
+            "2",
+            "--steps",
+            "300",
+            "--quiet",
+            "--json",
+        ]
+    )
     assert rc == 0
     obj = json.loads(capsys.readouterr().out)
     assert os.path.exists(obj["report"])

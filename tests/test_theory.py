@@ -2,12 +2,11 @@ import math
 
 import jax
 import jax.numpy as jnp
+import jaxmem as jm
 import numpy as np
 import pytest
-from scipy import integrate, special, stats
-
-import jaxmem as jm
 from jaxmem import theory as th
+from scipy import integrate, special, stats
 
 
 # ---------------------------------------------------------------- capacity (2.1)
@@ -191,7 +190,9 @@ def test_saddle_implicit_gradients_match_finite_differences(x64):
         gf = float(jax.grad(lambda x: th.saddle(x, **kw).free_entropy)(a))
         h = 1e-5
         fdq = (float(th.saddle(a + h, **kw).q) - float(th.saddle(a - h, **kw).q)) / (2 * h)
-        fdf = (float(th.saddle(a + h, **kw).free_entropy) - float(th.saddle(a - h, **kw).free_entropy)) / (2 * h)
+        fdf = (float(th.saddle(a + h, **kw).free_entropy) - float(th.saddle(a - h, **kw).free_entropy)) / (
+            2 * h
+        )
         assert abs(gq - fdq) < 1e-5 * max(1, abs(fdq))
         assert abs(gf - fdf) < 1e-5 * max(1, abs(fdf))
 

@@ -1,8 +1,7 @@
 import jax
+import jaxmem as jm
 import numpy as np
 import pytest
-
-import jaxmem as jm
 
 
 @pytest.mark.parametrize("problem", ["op", "dp"])
@@ -51,8 +50,9 @@ def test_divergence_is_detected_and_never_stored():
 def test_same_seed_same_numbers():
     tasks = jm.make_tasks(jax.random.key(4), n=2, d=8, p=30, problem="dp")
     a = jm.train(jm.FullRank, tasks, steps=100, progress=False)
-    b = jm.train(jm.FullRank, jm.make_tasks(jax.random.key(4), n=2, d=8, p=30, problem="dp"), steps=100,
-                 progress=False)
+    b = jm.train(
+        jm.FullRank, jm.make_tasks(jax.random.key(4), n=2, d=8, p=30, problem="dp"), steps=100, progress=False
+    )
     np.testing.assert_array_equal(a.model.W, b.model.W)
 
 
@@ -64,7 +64,9 @@ def test_metrics_and_hebbian_scores_match_theory():
     tasks = jm.make_tasks(jax.random.key(5), n=n, d=d, p=p, problem="dp")
     W = jm.hebbian(tasks)
     met = jax.vmap(jm.metrics)(W, tasks)
-    S = jax.vmap(lambda w, t: jm.dense_scores(w.project(t.inputs, precision=jax.lax.Precision.HIGHEST), t))(W, tasks)
+    S = jax.vmap(lambda w, t: jm.dense_scores(w.project(t.inputs, precision=jax.lax.Precision.HIGHEST), t))(
+        W, tasks
+    )
     sigma = np.linalg.norm(np.asarray(jax.vmap(lambda w, t: w.project(t.inputs))(W, tasks)), axis=-1)
     Z = np.asarray(S) / sigma[..., None]
     comp = Z[:, ~np.eye(p, dtype=bool)]
@@ -80,8 +82,13 @@ def test_metrics_and_hebbian_scores_match_theory():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(d=1, p=5), dict(d=8, p=1), dict(d=8, p=5, problem="xp"), dict(d=8, p=5, embedding="cube"),
-     dict(d=2.5, p=5)],
+    [
+        dict(d=1, p=5),
+        dict(d=8, p=1),
+        dict(d=8, p=5, problem="xp"),
+        dict(d=8, p=5, embedding="cube"),
+        dict(d=2.5, p=5),
+    ],
 )
 def test_invalid_tasks_raise(kwargs):
     with pytest.raises(ValueError):

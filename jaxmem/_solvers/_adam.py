@@ -10,7 +10,7 @@ from the mean.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -99,10 +99,18 @@ class AdamProtocol(AbstractEnsembleSolver):
         if self.rank is None:
             params = FullRank.init(inst.init_key, d, init_scale=self.config.init_scale, dtype=dtype)
         else:
-            params = Factored.init(inst.init_key, d, m=self.rank, init_scale=self.config.init_scale, dtype=dtype)
+            params = Factored.init(
+                inst.init_key, d, m=self.rank, init_scale=self.config.init_scale, dtype=dtype
+            )
         z = jnp.array(0, jnp.int32)
-        return _State(params, self._opt().init(params), z, jnp.array(-1, jnp.int32), jnp.array(False),
-                      jnp.array(jnp.inf, dtype))
+        return _State(
+            params,
+            self._opt().init(params),
+            z,
+            jnp.array(-1, jnp.int32),
+            jnp.array(False),
+            jnp.array(jnp.inf, dtype),
+        )
 
     def step(self, inst: _Instance, st: _State) -> _State:
         steps = self.config.steps
@@ -117,8 +125,14 @@ class AdamProtocol(AbstractEnsembleSolver):
         updates, opt_state = self._opt().update(grads, st.opt_state, st.params)
         params = eqx.apply_updates(st.params, updates)
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(update, a, b), new, old)
-        return _State(keep(params, st.params), keep(opt_state, st.opt_state), st.t + 1,
-                      jnp.where(stored, st.t, st.done_step), st.diverged | bad, loss)
+        return _State(
+            keep(params, st.params),
+            keep(opt_state, st.opt_state),
+            st.t + 1,
+            jnp.where(stored, st.t, st.done_step),
+            st.diverged | bad,
+            loss,
+        )
 
     def done(self, st: _State) -> Bool[Array, ""]:
         return (st.done_step >= 0) | st.diverged | (st.t > self.config.steps)

@@ -20,7 +20,8 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-from .._tasks import Task, dp_candidates
+from .._tasks import dp_candidates, Task
+
 
 HIGHEST = lax.Precision.HIGHEST
 

@@ -26,7 +26,7 @@ found the instance is undecided.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -37,8 +37,9 @@ from jaxtyping import Array, Bool, Float, Int
 
 from .._tasks import Task
 from .._validate import check_int, check_real
-from ._constraints import Constraints, batch_constraints
+from ._constraints import batch_constraints, Constraints
 from ._runner import AbstractEnsembleSolver, run_ensemble
+
 
 STORABLE, UNSTORABLE, UNDECIDED = 0, 1, 2
 STATUS = ("storable", "unstorable", "undecided")
@@ -96,9 +97,14 @@ class Decision(eqx.Module):
 
     def to_json(self) -> dict:
         fin = lambda x: [float(v) if math.isfinite(v) else None for v in np.asarray(x, float)]
-        return dict(status=[STATUS[s] for s in self.status], storable=self.storable.tolist(),
-                    margin=fin(self.margin), margin_bound=fin(self.margin_bound),
-                    iterations=self.iterations.tolist(), tol=self.tol)
+        return dict(
+            status=[STATUS[s] for s in self.status],
+            storable=self.storable.tolist(),
+            margin=fin(self.margin),
+            margin_bound=fin(self.margin_bound),
+            iterations=self.iterations.tolist(),
+            tol=self.tol,
+        )
 
 
 # ---------------------------------------------------------------- L-BFGS on a linear map
@@ -145,8 +151,11 @@ def _direction(st: _LBFGS):
     q, alphas = lax.scan(first, st.g, jnp.arange(m))
     j0 = order[0]
     gnorm = jnp.sqrt(jnp.vdot(st.g, st.g))
-    gamma = jnp.where(st.k > 0, jnp.vdot(st.S[j0], st.Y[j0]) / jnp.vdot(st.Y[j0], st.Y[j0]),
-                      1.0 / jnp.maximum(gnorm, jnp.finfo(st.g.dtype).tiny))
+    gamma = jnp.where(
+        st.k > 0,
+        jnp.vdot(st.S[j0], st.Y[j0]) / jnp.vdot(st.Y[j0], st.Y[j0]),
+        1.0 / jnp.maximum(gnorm, jnp.finfo(st.g.dtype).tiny),
+    )
 
     def second(r, i):
         i2 = m - 1 - i
@@ -171,8 +180,11 @@ def _line_search(M, dM, mask, iters: int = 6):
     one = jnp.ones((), M.dtype)
     big = jnp.asarray(1e30, M.dtype)
     g1, _ = dphi(one)
-    lo, hi = lax.while_loop(lambda c: (dphi(c[1])[0] < 0) & (c[1] < big), lambda c: (c[1], 4 * c[1]),
-                            (jnp.where(g1 < 0, one, 0 * one), jnp.where(g1 < 0, 4 * one, one)))
+    lo, hi = lax.while_loop(
+        lambda c: (dphi(c[1])[0] < 0) & (c[1] < big),
+        lambda c: (c[1], 4 * c[1]),
+        (jnp.where(g1 < 0, one, 0 * one), jnp.where(g1 < 0, 4 * one, one)),
+    )
 
     def body(c, _):
         lo, hi, t = c
@@ -274,14 +286,25 @@ class Decider(AbstractEnsembleSolver):
         full_unstorable = (st.phase == 0) & (bound < cfg.tol / 2)
         out_of_budget = st.it >= cfg.max_iter
         if not self.factored:
-            status = jnp.where(found, STORABLE, jnp.where(full_unstorable, UNSTORABLE,
-                                                          jnp.where(out_of_budget, UNDECIDED, _RUNNING)))
+            status = jnp.where(
+                found,
+                STORABLE,
+                jnp.where(full_unstorable, UNSTORABLE, jnp.where(out_of_budget, UNDECIDED, _RUNNING)),
+            )
             return eqx.tree_at(lambda s: s.status, st, status.astype(jnp.int32))
         stored_rank = found & (st.phase > 0)
         last_round = st.total >= cfg.max_iter * (1 + cfg.rank_rounds)
-        status = jnp.where(stored_rank, STORABLE, jnp.where(full_unstorable, UNSTORABLE,
-                           jnp.where((st.phase == 0) & out_of_budget, UNDECIDED,
-                                     jnp.where(last_round, UNDECIDED, _RUNNING))))
+        status = jnp.where(
+            stored_rank,
+            STORABLE,
+            jnp.where(
+                full_unstorable,
+                UNSTORABLE,
+                jnp.where(
+                    (st.phase == 0) & out_of_budget, UNDECIDED, jnp.where(last_round, UNDECIDED, _RUNNING)
+                ),
+            ),
+        )
         st = eqx.tree_at(lambda s: s.status, st, status.astype(jnp.int32))
         # a full-rank solution found: continue in rank m from its truncated SVD
         to_rank = (st.phase == 0) & found
@@ -302,9 +325,11 @@ class Decider(AbstractEnsembleSolver):
         Q = jnp.where(st.phase == 0, Q0, jnp.where(st.phase == 1, st.opt.X, st.Q))
         R = jnp.where(st.phase == 0, R0, jnp.where(st.phase == 2, st.opt.X, st.R))
         phase = jnp.where(st.phase == 1, 2, 1)
-        opt = lax.cond(phase == 1,
-                       lambda: _lbfgs_init(_q_op(cons, R), Q, cons.mask, self.config.memory),
-                       lambda: _lbfgs_init(_r_op(cons, Q), R, cons.mask, self.config.memory))
+        opt = lax.cond(
+            phase == 1,
+            lambda: _lbfgs_init(_q_op(cons, R), Q, cons.mask, self.config.memory),
+            lambda: _lbfgs_init(_r_op(cons, Q), R, cons.mask, self.config.memory),
+        )
         opt = eqx.tree_at(lambda o: o.X, opt, opt.X * jnp.where(phase == 1, m_mask, m_mask)[None, :])
         st = _State(opt, Q, R, phase.astype(jnp.int32), st.status, jnp.array(0, jnp.int32), st.total, st.a)
         return st
@@ -312,11 +337,14 @@ class Decider(AbstractEnsembleSolver):
     def step(self, inst: _Instance, st: _State) -> _State:
         cons = inst.cons
         if self.factored:
-            opt = lax.switch(st.phase, [
-                lambda: _lbfgs_step(_full_op(cons), st.opt, cons.mask),
-                lambda: _lbfgs_step(_q_op(cons, st.R), st.opt, cons.mask),
-                lambda: _lbfgs_step(_r_op(cons, st.Q), st.opt, cons.mask),
-            ])
+            opt = lax.switch(
+                st.phase,
+                [
+                    lambda: _lbfgs_step(_full_op(cons), st.opt, cons.mask),
+                    lambda: _lbfgs_step(_q_op(cons, st.R), st.opt, cons.mask),
+                    lambda: _lbfgs_step(_r_op(cons, st.Q), st.opt, cons.mask),
+                ],
+            )
         else:
             opt = _lbfgs_step(_full_op(cons), st.opt, cons.mask)
         st = eqx.tree_at(lambda s: (s.opt, s.it, s.total), st, (opt, st.it + 1, st.total + 1))
@@ -356,8 +384,9 @@ def verify(cons: Constraints, W, tol: float):
     return status, margin.copy(), bound.copy()
 
 
-def decide_constraints(cons: Constraints, *, rank=None, W0=None, config: DecideConfig = DecideConfig(),
-                       progress=None) -> Decision:
+def decide_constraints(
+    cons: Constraints, *, rank=None, W0=None, config: DecideConfig = DecideConfig(), progress=None
+) -> Decision:
     """`decide` on a batch of `Constraints` (leading ensemble axis); `rank` per instance or None
     for full rank; `W0` warm starts (default zero)."""
     n, P, d = cons.inputs.shape
@@ -390,22 +419,39 @@ def decide_constraints(cons: Constraints, *, rank=None, W0=None, config: DecideC
         status = np.where(refuted, UNDECIDED, status)
     if factored:
         # a rank-m memory is certified by itself; unstorable only through the full-rank certificate
-        status = np.where((status == STORABLE) & (solver_status == STORABLE), STORABLE,
-                          np.where(solver_status == UNSTORABLE, np.where(status == UNSTORABLE, UNSTORABLE,
-                                                                         UNDECIDED), UNDECIDED))
+        status = np.where(
+            (status == STORABLE) & (solver_status == STORABLE),
+            STORABLE,
+            np.where(
+                solver_status == UNSTORABLE, np.where(status == UNSTORABLE, UNSTORABLE, UNDECIDED), UNDECIDED
+            ),
+        )
         if np.any(solver_status == UNSTORABLE):
             # the certificate of an unstorable instance was computed on its full-rank iterate
             fs, fm, fb = verify(cons, st.opt.X, config.tol)
             unst = solver_status == UNSTORABLE
             status = np.where(unst, np.where(fs == UNSTORABLE, UNSTORABLE, UNDECIDED), status)
             bound = np.where(unst, fb, bound)
-    return Decision(status=status.astype(np.int32), storable=status == STORABLE, margin=margin,
-                    margin_bound=bound, iterations=iterations, weight=W,
-                    tol=float(config.tol))
+    return Decision(
+        status=status.astype(np.int32),
+        storable=status == STORABLE,
+        margin=margin,
+        margin_bound=bound,
+        iterations=iterations,
+        weight=W,
+        tol=float(config.tol),
+    )
 
 
-def decide(tasks: Task, *, model: str = "full", kappa: float | None = None, p=None,
-           config: DecideConfig = DecideConfig(), W0=None) -> Decision:
+def decide(
+    tasks: Task,
+    *,
+    model: str = "full",
+    kappa: float | None = None,
+    p=None,
+    config: DecideConfig = DecideConfig(),
+    W0=None,
+) -> Decision:
     """Decide, for each task of a batch, whether some memory stores all its associations.
 
     **Arguments:**

@@ -66,8 +66,9 @@ def _chunk(solver, instances, state, idx, chunk: int):
     return state, jax.vmap(solver.done)(part)
 
 
-def run_ensemble(solver: AbstractEnsembleSolver, instances, *, chunk: int = 50, state=None,
-                 progress=None) -> Any:
+def run_ensemble(
+    solver: AbstractEnsembleSolver, instances, *, chunk: int = 50, state=None, progress=None
+) -> Any:
     """Run `solver` on every instance (leading axis) until each is `done`.
 
     **Arguments:**

@@ -6,11 +6,19 @@ global `jax_enable_x64` flag; wrap a transformation (`grad`, `vmap`) in `jax.ena
 to also get float64 outputs from it.
 """
 
-from ._capacity import (Capacity, Projection, alpha_c, alpha_c_asymptotic, capacity,
-                        dist2_given_competitors, e_dist2, project, top_order_stats)
+from ._capacity import (
+    alpha_c,
+    alpha_c_asymptotic,
+    Capacity,
+    capacity,
+    dist2_given_competitors,
+    e_dist2,
+    project,
+    Projection,
+    top_order_stats,
+)
 from ._hebbian import ALPHA_ALL_STORED, Hebbian, hebbian, hebbian_asymptotic
 from ._listwise import kappa_r, listwise_alpha_c
-from ._replica import STATUS, Saddle, free_entropy, log_zout, saddle, saddle_path
-from ._scores import ScoreLaw, hebbian_scores, optimal_scores
-from ._spectra import (F, product_spectrum, qc_cdf, qc_density, qc_sample, s_kappa,
-                       truncated_density)
+from ._replica import free_entropy, log_zout, Saddle, saddle, saddle_path, STATUS
+from ._scores import hebbian_scores, optimal_scores, ScoreLaw
+from ._spectra import F, product_spectrum, qc_cdf, qc_density, qc_sample, s_kappa, truncated_density

@@ -20,6 +20,7 @@ from jax.scipy.special import ndtr, ndtri
 from ._common import default_key, f64, float64
 from ._spectra import F
 
+
 DEFAULT_SE = 0.0015
 DEFAULT_TOP = 128
 _BLOCK = 8192
@@ -196,8 +197,16 @@ class Capacity(eqx.Module):
 
 
 @float64
-def capacity(p, kappa=1.0, margin=0.0, *, key=None, se_target: float = DEFAULT_SE,
-             max_samples: int = 2**21, top: int | None = None) -> Capacity:
+def capacity(
+    p,
+    kappa=1.0,
+    margin=0.0,
+    *,
+    key=None,
+    se_target: float = DEFAULT_SE,
+    max_samples: int = 2**21,
+    top: int | None = None,
+) -> Capacity:
     """`alpha_c(p, kappa) = ln(p) F(kappa) / E dist^2` (in the load `p ln p / d^2`), with errors.
 
     Samples competitor order statistics in blocks until the standard error of `alpha_c` is
@@ -209,8 +218,15 @@ def capacity(p, kappa=1.0, margin=0.0, *, key=None, se_target: float = DEFAULT_S
     if isinstance(p, (int, float)) and math.isinf(p):
         z = jnp.zeros(())
         return Capacity(F(f64(kappa)) / 2, z, jnp.inf * jnp.ones(()), z, z)
-    return _capacity(default_key(key), f64(p), f64(kappa), f64(margin), f64(se_target),
-                     _top(p, top), -(-max_samples // _BLOCK))
+    return _capacity(
+        default_key(key),
+        f64(p),
+        f64(kappa),
+        f64(margin),
+        f64(se_target),
+        _top(p, top),
+        -(-max_samples // _BLOCK),
+    )
 
 
 @functools.partial(jax.jit, static_argnums=(5, 6))

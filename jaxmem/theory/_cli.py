@@ -20,22 +20,43 @@ def _capacity(a):
     if not (a.p >= 2):
         raise ValueError(f"p must be >= 2 (or inf), got {a.p}")
     c = capacity(a.p if math.isinf(a.p) else float(a.p), a.kappa, a.margin, se_target=a.se_target)
-    out = dict(p=a.p if math.isfinite(a.p) else "inf", kappa=a.kappa, margin=a.margin,
-               alpha_c=float(c.alpha_c), alpha_c_se=float(c.alpha_c_se),
-               E_dist2=float(c.e_dist2) if math.isfinite(c.e_dist2) else None)
-    _emit(a, out, f"alpha_c(p={a.p:g}, kappa={a.kappa}) = {out['alpha_c']:.4f} +- {out['alpha_c_se']:.4f}"
-          + (f"   E dist^2 = {out['E_dist2']:.4f}" if out["E_dist2"] is not None else "   (asymptote F(kappa)/2)"))
+    out = dict(
+        p=a.p if math.isfinite(a.p) else "inf",
+        kappa=a.kappa,
+        margin=a.margin,
+        alpha_c=float(c.alpha_c),
+        alpha_c_se=float(c.alpha_c_se),
+        E_dist2=float(c.e_dist2) if math.isfinite(c.e_dist2) else None,
+    )
+    _emit(
+        a,
+        out,
+        f"alpha_c(p={a.p:g}, kappa={a.kappa}) = {out['alpha_c']:.4f} +- {out['alpha_c_se']:.4f}"
+        + (
+            f"   E dist^2 = {out['E_dist2']:.4f}"
+            if out["E_dist2"] is not None
+            else "   (asymptote F(kappa)/2)"
+        ),
+    )
 
 
 def _saddle(a):
-    from ._replica import STATUS, saddle
+    from ._replica import saddle, STATUS
 
     if a.p != int(a.p):
         raise ValueError(f"p must be an integer >= 2, got {a.p}")
     s = saddle(a.alpha, int(a.p), a.margin, samples=a.samples)
-    out = dict(alpha=a.alpha, p=int(a.p), margin=a.margin, alpha_G=float(s.alpha_G),
-               q=_num(s.q), free_entropy=_num(s.free_entropy), residual=_num(s.residual),
-               status=STATUS[int(s.status)], steps=int(s.steps))
+    out = dict(
+        alpha=a.alpha,
+        p=int(a.p),
+        margin=a.margin,
+        alpha_G=float(s.alpha_G),
+        q=_num(s.q),
+        free_entropy=_num(s.free_entropy),
+        residual=_num(s.residual),
+        status=STATUS[int(s.status)],
+        steps=int(s.steps),
+    )
     _emit(a, out, "  ".join(f"{k}={v}" for k, v in out.items()))
 
 
@@ -48,10 +69,16 @@ def _hebbian(a):
     from ._hebbian import hebbian, hebbian_asymptotic
 
     h = hebbian(a.d, a.p, a.problem)
-    out = dict(d=a.d, p=a.p, problem=a.problem, alpha=a.p * math.log(a.p) / a.d**2,
-               accuracy=float(h.accuracy), accuracy_se=float(h.accuracy_se),
-               p_all_stored=float(h.p_all_stored),
-               accuracy_asymptotic=float(hebbian_asymptotic(a.d, a.p)))
+    out = dict(
+        d=a.d,
+        p=a.p,
+        problem=a.problem,
+        alpha=a.p * math.log(a.p) / a.d**2,
+        accuracy=float(h.accuracy),
+        accuracy_se=float(h.accuracy_se),
+        p_all_stored=float(h.p_all_stored),
+        accuracy_asymptotic=float(hebbian_asymptotic(a.d, a.p)),
+    )
     _emit(a, out, "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in out.items()))
 
 

@@ -28,6 +28,7 @@ from jax.scipy.special import log_ndtr
 
 from ._common import default_key, f64, float64
 
+
 DEFAULT_SAMPLES = 200_000
 
 

@@ -25,6 +25,7 @@ from jax.scipy.special import log_ndtr
 
 from ._common import default_key, f64, float64
 
+
 DEFAULT_SAMPLES = 256
 DEFAULT_NODES = 16
 
@@ -120,8 +121,7 @@ def _solve(alpha, p, margin, z, u0, nodes, rtol, max_steps):
     def residual_fn(u, args):
         return T(u, args) - u
 
-    sol = optx.root_find(residual_fn, optx.Newton(rtol=rtol, atol=rtol), u0, max_steps=max_steps,
-                         throw=False)
+    sol = optx.root_find(residual_fn, optx.Newton(rtol=rtol, atol=rtol), u0, max_steps=max_steps, throw=False)
     u = sol.value
     q = -jnp.expm1(u)
     res = jnp.abs(T(u, None) - u)
@@ -130,7 +130,8 @@ def _solve(alpha, p, margin, z, u0, nodes, rtol, max_steps):
     finite = jnp.isfinite(u) & jnp.isfinite(res) & jnp.isfinite(phi)
     converged = finite & (res < 1e3 * rtol) & (q > 0) & (q < 1)
     status = jnp.where(
-        converged, 0,
+        converged,
+        0,
         jnp.where(~finite, 2, jnp.where(ok_solver, 3, 1)),
     )
     return Saddle(q, phi, res, status, sol.stats["num_steps"], alpha_G), u
@@ -146,8 +147,18 @@ def _check(alpha, p, margin):
 
 
 @float64
-def saddle(alpha, p: int, margin=0.0, *, key=None, samples: int = DEFAULT_SAMPLES,
-           nodes: int = DEFAULT_NODES, q0=0.5, rtol: float = 1e-10, max_steps: int = 64) -> Saddle:
+def saddle(
+    alpha,
+    p: int,
+    margin=0.0,
+    *,
+    key=None,
+    samples: int = DEFAULT_SAMPLES,
+    nodes: int = DEFAULT_NODES,
+    q0=0.5,
+    rtol: float = 1e-10,
+    max_steps: int = 64,
+) -> Saddle:
     """RS saddle point `q*` at load `alpha = p ln p / d^2` (so `alpha_G = alpha / ln p`).
 
     Never raises inside transformations: an unconverged or absent solution is reported in
@@ -160,8 +171,18 @@ def saddle(alpha, p: int, margin=0.0, *, key=None, samples: int = DEFAULT_SAMPLE
 
 
 @float64
-def saddle_path(alphas, p: int, margin=0.0, *, key=None, samples: int = DEFAULT_SAMPLES,
-                nodes: int = DEFAULT_NODES, q0=0.05, rtol: float = 1e-10, max_steps: int = 64) -> Saddle:
+def saddle_path(
+    alphas,
+    p: int,
+    margin=0.0,
+    *,
+    key=None,
+    samples: int = DEFAULT_SAMPLES,
+    nodes: int = DEFAULT_NODES,
+    q0=0.05,
+    rtol: float = 1e-10,
+    max_steps: int = 64,
+) -> Saddle:
     """Continuation along an increasing grid of loads: each solve starts from the previous `q*`
     (restarting from `q0` after a failure). Returns a `Saddle` with a leading grid axis."""
     alphas = f64(alphas)

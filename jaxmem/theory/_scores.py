@@ -25,9 +25,13 @@ class ScoreLaw(eqx.Module):
 
     def summary(self) -> dict:
         t, b = np.asarray(self.target), np.asarray(self.best)
-        return dict(target_mean=float(t.mean()), target_std=float(t.std()),
-                    best_mean=float(b.mean()), best_std=float(b.std()),
-                    threshold=float(self.threshold))
+        return dict(
+            target_mean=float(t.mean()),
+            target_std=float(t.std()),
+            best_mean=float(b.mean()),
+            best_std=float(b.std()),
+            threshold=float(self.threshold),
+        )
 
 
 @float64

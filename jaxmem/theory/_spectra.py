@@ -22,8 +22,13 @@ def _phi(kappa):
     """`phi` in [0, pi/2] with mass `kappa` above `2 cos(phi)`; bisection, implicit gradient."""
     fn = lambda phi, k: _mass_above(phi) - k
     sol = optx.root_find(
-        fn, optx.Bisection(rtol=1e-15, atol=1e-15), jnp.pi / 4 * jnp.ones_like(kappa), kappa,
-        options=dict(lower=0.0, upper=jnp.pi / 2), max_steps=200, throw=False,
+        fn,
+        optx.Bisection(rtol=1e-15, atol=1e-15),
+        jnp.pi / 4 * jnp.ones_like(kappa),
+        kappa,
+        options=dict(lower=0.0, upper=jnp.pi / 2),
+        max_steps=200,
+        throw=False,
     )
     return sol.value
 
