@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 
