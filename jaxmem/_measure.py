@@ -192,6 +192,7 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
                 if math.isfinite(est["p_c"]) and est["p_c"] >= 2
                 else None
             )
+            row["theory_verdict"] = theory_verdict(row)
         rows.append(row)
     return rows
 
@@ -213,10 +214,38 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
         boot = _bootstrap_median_alpha(xa, d, rng, n_boot) - _bootstrap_median_alpha(xb, d, rng, n_boot)
         lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
         verdict = "differ" if lo > 0 or hi < 0 else "undecided"
+        n = min(len(xa), len(xb))
         out.append(
-            dict(d=d, diff=float(diff), ci_low=lo, ci_high=hi, verdict=verdict, seeds=[len(xa), len(xb)])
+            dict(
+                d=d,
+                diff=float(diff),
+                ci_low=lo,
+                ci_high=hi,
+                verdict=verdict,
+                seeds=[len(xa), len(xb)],
+                seeds_to_decide=_seeds_to_decide(diff, lo, hi, n),
+            )
         )
     return out
+
+
+def _seeds_to_decide(diff, lo, hi, n):
+    """Seeds per side at which a CI of the same shape, shrinking as `1/sqrt(n)`, would exclude 0
+    (None if the estimate is exactly 0)."""
+    if lo > 0 or hi < 0:
+        return n
+    half = (hi - lo) / 2
+    return None if diff == 0 else int(math.ceil(n * (half / abs(diff)) ** 2))
+
+
+def theory_verdict(row: dict) -> str:
+    """What the 95% CI says of the theory value: inside it, or the measurement above or below."""
+    t, lo, hi = row.get("theory_alpha_c"), row.get("ci_low"), row.get("ci_high")
+    if t is None or lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return "undecided (no CI)"
+    if lo <= t <= hi:
+        return "agrees (theory inside the 95% CI)"
+    return f"measured {'above' if lo > t else 'below'} theory"
 
 
 def adam_vs_certified(records: list[dict]) -> list[dict]:

@@ -234,7 +234,7 @@ def _measurement_points(a) -> list[dict]:
 def _print_threshold_rows(rows, file=sys.stdout):
     print(
         f"{'d':>4} {'problem':>7} {'model':>8} {'kappa':>5} {'solver':>9} {'seeds':>5} {'p_c':>6} "
-        f"{'alpha_c':>8} {'95% CI':>17} {'theory':>7} {'undecided':>9}",
+        f"{'alpha_c':>8} {'95% CI':>17} {'theory':>7} {'undecided':>9}  verdict",
         file=file,
     )
     for r in rows:
@@ -242,7 +242,7 @@ def _print_threshold_rows(rows, file=sys.stdout):
             f"{r['d']:>4} {r['problem']:>7} {r['model']:>8} {r['kappa']:>5.2f} {r['solver']:>9} "
             f"{r['seeds']:>5} "
             f"{_fmt(r['p_c'], 1):>6} {_fmt(r['alpha_c']):>8} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] "
-            f"{_fmt(r.get('theory_alpha_c')):>7} {r['undecided']:>9}",
+            f"{_fmt(r.get('theory_alpha_c')):>7} {r['undecided']:>9}  {r.get('theory_verdict', '')}",
             file=file,
         )
 
@@ -293,10 +293,14 @@ def _cmd_capacity(a):
     if rows:
         _print_threshold_rows(rows)
     for c in op_dp:
+        tail = (
+            ""
+            if c["verdict"] == "differ"
+            else f" (about {c['seeds_to_decide']} seeds per side would decide it)"
+        )
         print(
-            f"OP - DP ({c['solver']}) at d={c['d']}: {c['diff']:+.4f} [{c['ci_low']:+.4f}, "
-            f"{c['ci_high']:+.4f}]: "
-            f"{c['verdict']}"
+            f"OP - DP ({c['solver']}) at d={c['d']}: {c['diff']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]: "
+            f"{c['verdict']}{tail}"
         )
     for c in avc:
         print(
