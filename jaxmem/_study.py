@@ -299,8 +299,8 @@ def _cmd_capacity(a):
             else f" (about {c['seeds_to_decide']} seeds per side would decide it)"
         )
         print(
-            f"OP - DP ({c['solver']}) at d={c['d']}: {c['diff']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]: "
-            f"{c['verdict']}{tail}"
+            f"OP - DP ({c['solver']}) at d={c['d']}: {c['diff']:+.4f} "
+            f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]: {c['verdict']}{tail}"
         )
     for c in avc:
         print(
