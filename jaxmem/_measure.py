@@ -286,6 +286,22 @@ def adam_vs_certified(records: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------- running points into a store
 
 
+def _release_compiled(limit: int = 20_000) -> None:
+    """Drop JAX's compiled programs once this process holds more than `limit` memory maps.
+
+    Every compiled executable keeps memory maps, and a long measurement compiles many shapes:
+    past the kernel's `vm.max_map_count` (65530 by default) LLVM fails with "Cannot allocate
+    memory". Cleared caches only cost recompiling the next unit's shapes.
+    """
+    try:
+        with open("/proc/self/maps") as f:
+            n = sum(1 for _ in f)
+    except OSError:
+        return
+    if n > limit:
+        jax.clear_caches()
+
+
 def measure(points: list[dict], *, store=None, shard: tuple[int, int] = (0, 1), log=None) -> list[dict]:
     """Run every unit of work of `points` (a list of `point_configs` outputs, flattened) for this
     `shard`, reading finished units from `store` (a `Store`, or None to keep nothing); returns
@@ -307,6 +323,7 @@ def measure(points: list[dict], *, store=None, shard: tuple[int, int] = (0, 1), 
                 flush=True,
             )
         t = time.perf_counter()
+        _release_compiled()
         unit = run_unit(cfg, log=log)
         if store is not None:
             store.write(cfg, unit)
