@@ -15,7 +15,8 @@ SECTIONS = ("## Quickstart", "## Certified capacity")
 
 
 def _blocks():
-    text = open(README).read()
+    with open(README) as f:
+        text = f.read()
     out = []
     for title in SECTIONS:
         start = text.index(title + "\n")
