@@ -112,10 +112,10 @@ def test_nesting_holds_whatever_the_threefry_flag():
 
 @pytest.mark.parametrize("problem", ["op", "dp"])
 def test_thresholds_are_monotone_and_found_by_the_search(problem):
-    d, seeds = 10, 6
+    d, seeds = 10, 4
     plan = SearchPlan(p0=26, p_max=48)
     tasks = jm.make_tasks(jax.random.key(1), n=seeds, d=d, p=plan.p_max, problem=problem)
-    ps = np.arange(14, 44, 2)
+    ps = np.arange(14, 44, 3)
     batch = jax.tree.map(lambda x: jnp.repeat(x, len(ps), axis=0), tasks)
     dec = decide(batch, p=np.tile(ps, seeds))
     stored = dec.storable.reshape(seeds, len(ps))
@@ -130,11 +130,12 @@ def test_thresholds_are_monotone_and_found_by_the_search(problem):
 def test_vmapped_decisions_equal_single_runs():
     from jaxmem._solvers import batch_constraints, decide_constraints
 
-    tasks = jm.make_tasks(jax.random.key(2), n=5, d=10, p=40, problem="op")
-    ps = np.array([20, 26, 30, 34, 40])
+    tasks = jm.make_tasks(jax.random.key(2), n=3, d=10, p=40, problem="op")
+    ps = np.array([20, 30, 40])
     cons = batch_constraints(tasks, ps, 40)
     batch = decide_constraints(cons)
-    for i in range(5):
+    assert set(batch.status.tolist()) == {0, 1}
+    for i in range(3):
         one = decide_constraints(jax.tree.map(lambda x: x[i : i + 1], cons))
         # batched and single matmuls round differently, so iterates (and the iteration at which the
         # first certificate appears) may differ slightly; the decision may not
@@ -206,7 +207,9 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "jaxmem._cli", *args], capture_output=True, text=True)
 
 
-def test_capacity_cli_measures_resumes_and_rereads(tmp_path):
+def test_capacity_cli_measures_resumes_and_rereads(tmp_path, capsys):
+    from jaxmem._cli import main
+
     out = tmp_path / "m"
     args = [
         "capacity",
@@ -216,14 +219,14 @@ def test_capacity_cli_measures_resumes_and_rereads(tmp_path):
         "op",
         "dp",
         "--seeds",
-        "6",
+        "4",
         "--group",
-        "3",
+        "2",
         "--out",
         str(out),
         "--json",
     ]
-    r = _cli(*args)
+    r = _cli(*args)  # the real entry point, in a fresh interpreter
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["rows"]
     for row in rows:
@@ -242,14 +245,14 @@ def test_capacity_cli_measures_resumes_and_rereads(tmp_path):
             "undecided",
         ):
             assert key in row
-        assert row["seeds"] == 6 and row["undecided"] == 0
+        assert row["seeds"] == 4 and row["undecided"] == 0
     files = sorted(out.glob("records/*.jsonl"))
     assert len(files) == 4
     recs = [json.loads(line) for f in files for line in f.read_text().splitlines()]
-    assert sorted(r["seed"] for r in recs) == sorted(list(range(6)) * 2)
+    assert sorted(r["seed"] for r in recs) == sorted(list(range(4)) * 2)
     before = {f: f.stat().st_mtime_ns for f in files}
-    again = _cli(*args)
-    assert again.returncode == 0 and json.loads(again.stdout)["rows"] == rows
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == rows
     assert {f: f.stat().st_mtime_ns for f in files} == before, "a finished unit is read, not rerun"
-    read = _cli("capacity", str(out), "--json")
-    assert read.returncode == 0 and json.loads(read.stdout)["rows"] == rows
+    assert main(["capacity", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == rows

@@ -56,7 +56,8 @@ class DecideConfig(eqx.Module):
     - `max_iter`: L-BFGS iterations per instance (per phase for rank-constrained memories).
     - `memory`: L-BFGS history length.
     - `chunk`: iterations per jitted chunk between compactions of the ensemble.
-    - `rank_rounds`: alternations `Q`, `R` for rank-constrained memories.
+    - `rank_rounds`: alternations of `Q` and `R` for rank-constrained memories, which share one
+      budget of `max_iter` iterations after the full-rank phase.
     """
 
     tol: float = 1e-5
@@ -293,7 +294,8 @@ class Decider(AbstractEnsembleSolver):
             )
             return eqx.tree_at(lambda s: s.status, st, status.astype(jnp.int32))
         stored_rank = found & (st.phase > 0)
-        last_round = st.total >= cfg.max_iter * (1 + cfg.rank_rounds)
+        # the rank phases share one budget of max_iter, alternating Q and R in 2 rank_rounds slices
+        last_round = st.total >= 2 * cfg.max_iter
         status = jnp.where(
             stored_rank,
             STORABLE,
@@ -309,7 +311,7 @@ class Decider(AbstractEnsembleSolver):
         # a full-rank solution found: continue in rank m from its truncated SVD
         to_rank = (st.phase == 0) & found
         # a rank phase that has spent its share, or has converged: alternate
-        switch = (st.phase > 0) & (st.it >= cfg.max_iter // cfg.rank_rounds)
+        switch = (st.phase > 0) & (st.it >= max(1, cfg.max_iter // (2 * cfg.rank_rounds)))
         return lax.cond(to_rank | switch, lambda s: self._next_phase(inst, s), lambda s: s, st)
 
     def _weight(self, st: _State):
