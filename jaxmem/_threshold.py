@@ -104,11 +104,13 @@ def _propose(lo, hi, plan: SearchPlan):
     return p
 
 
-def _decide_round(tasks_b, ps, W0, P, *, solver, model_rank, decide_cfg, adam_cfg):
+def _decide_round(tasks_b, ps, P, *, solver, model_rank, decide_cfg, adam_cfg):
+    # Each decision starts from W = 0: a warm start from the seed's last storable memory was
+    # measured to double the iterations (its scale is far from the new problem's).
     cons = batch_constraints(tasks_b, ps, P)
     if solver == "certified":
-        dec = decide_constraints(cons, rank=model_rank, W0=W0, config=decide_cfg)
-        return dec.status, dec.margin, dec.margin_bound, dec.iterations, dec.weight
+        dec = decide_constraints(cons, rank=model_rank, config=decide_cfg)
+        return dec.status, dec.margin, dec.margin_bound, dec.iterations
     protocol = AdamProtocol(adam_cfg, model_rank)
     st = run_ensemble(protocol, _AdamInstance(cons, tasks_b.init_key), chunk=adam_cfg.chunk)
     W = jax.vmap(lambda prm: prm.weight())(st.params)
@@ -116,7 +118,7 @@ def _decide_round(tasks_b, ps, W0, P, *, solver, model_rank, decide_cfg, adam_cf
     ok = (np.asarray(st.done_step) >= 0) & ~np.asarray(st.diverged) & (margin > 0)
     # Adam stores or fails within its budget; a failure is not a certificate
     status = np.where(ok, STORABLE, UNSTORABLE)
-    return status, margin, bound, np.asarray(st.t), np.asarray(W)
+    return status, margin, bound, np.asarray(st.t)
 
 
 def search_thresholds(
@@ -154,7 +156,6 @@ def search_thresholds(
     hi = np.full(n, plan.p_max + 1, np.int64)
     undecided = np.zeros(n, bool)
     decisions = [[] for _ in range(n)]
-    W_lo = np.zeros((n, d, d), np.dtype(tasks.inputs.dtype))
     rnd = 0
     while True:
         active = np.flatnonzero((hi - lo > 1) & ~undecided & (lo < plan.p_max))
@@ -163,10 +164,9 @@ def search_thresholds(
         ps = _propose(lo[active], hi[active], plan)
         P = min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
         tasks_b = jax.tree.map(lambda x: x[jnp.asarray(active)], tasks)
-        status, margin, bound, iters, W = _decide_round(
+        status, margin, bound, iters = _decide_round(
             tasks_b,
             ps,
-            None,
             P,
             solver=solver,
             model_rank=rank,
@@ -179,7 +179,6 @@ def search_thresholds(
             )
         ok, bad = status == STORABLE, status == UNSTORABLE
         lo[active[ok]] = ps[ok]
-        W_lo[active[ok]] = W[ok]
         hi[active[bad]] = ps[bad]
         undecided[active[status == UNDECIDED]] = True
         rnd += 1
