@@ -12,15 +12,15 @@ import jax
 import numpy as np
 
 from ._metrics import ensemble_metrics
-from ._models import hebbian, MODELS, rank_of
-from ._tasks import EMBEDDINGS, load, make_tasks, p_from_alpha, PROBLEMS
-from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, train
-from ._validate import check_choice, check_int
+from ._models import hebbian, MODELS, resolve_kappa
+from ._tasks import EMBEDDINGS, load, make_tasks, MATERIALISE_LIMIT, p_from_alpha, PROBLEMS
+from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, train, train_bytes
+from ._validate import check_choice, check_int, check_memory, InvalidArgument
 
 
 def resolve_p(d: int, p: int | None, alpha: float | None) -> int:
     if (p is None) == (alpha is None):
-        raise ValueError("give exactly one of p and alpha")
+        raise InvalidArgument("give exactly one of p and alpha")
     return check_int("p", p, 2) if p is not None else p_from_alpha(d, alpha)
 
 
@@ -52,13 +52,9 @@ def run_experiment(
     check_choice("embedding", embedding, EMBEDDINGS)
     seeds = check_int("seeds", seeds, 1)
     p = resolve_p(d, p, alpha)
-    if model == "factored":
-        m = rank_of(d, kappa=kappa)
-        kappa_eff = m / d
-    else:
-        if kappa not in (None, 1, 1.0):
-            raise ValueError(f"kappa applies to the factored model only, got kappa={kappa}")
-        m, kappa_eff = d, 1.0
+    m, kappa_eff = resolve_kappa(model, d, kappa)
+    dp_materialised = problem == "dp" and p * p * d <= MATERIALISE_LIMIT
+    check_memory("d, p and seeds", train_bytes(seeds, d, p, m, dp_materialised))
     t = time.perf_counter()
     tasks = make_tasks(jax.random.key(seed0), n=seeds, d=d, p=p, problem=problem, embedding=embedding)
     if model == "hebbian":

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._models import rank_of
+from ._models import rank_of, resolve_kappa
 from ._solvers._adam import AdamConfig
 from ._solvers._decide import DecideConfig, STATUS
 from ._sweep import config_id
@@ -65,12 +65,7 @@ def point_configs(
     seeds = check_int("seeds", seeds, 1, 1_000_000)
     seed0 = check_int("seed0", seed0, 0, 2**31 - 1)
     group = check_int("group", group, 1)
-    if model == "factored":
-        kappa = rank_of(d, kappa=kappa) / d
-    elif kappa is not None and kappa != 1.0:
-        raise ValueError(f"kappa applies to the factored model only, got kappa={kappa}")
-    else:
-        kappa = 1.0
+    _, kappa = resolve_kappa(model, d, kappa)
     plan = default_plan(d, kappa) if plan is None else plan
     base = dict(
         kind=KIND,

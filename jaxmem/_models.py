@@ -10,25 +10,36 @@ import jax.numpy as jnp
 from jax import lax
 
 from ._tasks import Task
-from ._validate import check_int
+from ._validate import check_int, check_real, InvalidArgument
 
 
 MODELS = ("full", "factored", "hebbian")
 
 
 def rank_of(d: int, *, m: int | None = None, kappa: float | None = None) -> int:
-    """The rank `m` from `m` or `kappa = m / d` (rounded, at least 1); validates both."""
+    """The rank `m` from `m` or `kappa = m / d` (rounded, at least 1); validates both.
+
+    This is the one place where `round(kappa * d)` is computed."""
     if m is not None and kappa is not None:
-        raise ValueError("give the rank as m or as kappa, not both")
+        raise InvalidArgument("give the rank as m or as kappa, not both")
     if m is not None:
-        m = check_int("m", m, 1)
-        if m > d:
-            raise ValueError(f"m must be <= d = {d}, got {m}")
-        return m
-    kappa = 1.0 if kappa is None else kappa
-    if not (isinstance(kappa, (int, float)) and 0 < kappa <= 1):
-        raise ValueError(f"kappa must be in (0, 1], got {kappa!r}")
+        return check_int("m", m, 1, d)
+    kappa = 1.0 if kappa is None else check_real("kappa", kappa, low=0.0, high=1.0, low_open=True)
     return max(1, round(kappa * d))
+
+
+def resolve_kappa(model: str, d: int, kappa: float | None) -> tuple[int, float]:
+    """`(m, m / d)` for `model` at dimension `d`: the rank fraction `kappa` applies to the
+    factored model only (default 1), and any other model refuses one; this is that rule's one
+    home.
+
+    **Returns:** the rank `m` and the effective `kappa = m / d` that a record stores."""
+    if model == "factored":
+        m = rank_of(d, kappa=kappa)
+        return m, m / d
+    if kappa is not None and not (isinstance(kappa, (int, float)) and kappa == 1.0):
+        raise InvalidArgument(f"kappa applies to the factored model only, got kappa={kappa!r}")
+    return d, 1.0
 
 
 class FullRank(eqx.Module):

@@ -16,12 +16,18 @@ from . import theory as th  # noqa: E402
 
 
 def _save(fig, out, name):
+    """Write `fig` as PNG and PDF, each atomically; returns the PNG's file name."""
+    import io
+
+    from ._files import atomic_write
+
     fig.tight_layout()
-    paths = [os.path.join(out, f"{name}.{ext}") for ext in ("png", "pdf")]
-    for p in paths:
-        fig.savefig(p, dpi=110)
+    for ext in ("png", "pdf"):
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext, dpi=110)
+        atomic_write(os.path.join(out, f"{name}.{ext}"), buf.getvalue())
     plt.close(fig)
-    return os.path.basename(paths[0])
+    return f"{name}.png"
 
 
 def _by_config(records):
@@ -120,7 +126,7 @@ def fig_capacity_vs_d(rows, out):
     return _save(fig, out, "fig2_capacity_vs_d")
 
 
-def _at_capacity(records, model, problem, d, kappa=1.0):
+def at_capacity(records, model, problem, d, kappa=1.0):
     """Records of the memory at capacity: the largest p at which every seed stored all (else the
     config with the highest stored fraction)."""
     groups = [
@@ -136,7 +142,9 @@ def _at_capacity(records, model, problem, d, kappa=1.0):
 
 def _normalised_sv(sv, d, kappa, F):
     """Top `m = kappa d` singular values scaled so that `|W|_F^2 = d^2 F`, divided by sqrt(d)."""
-    sv = np.asarray(sv, float)
+    sv = np.asarray([np.nan if v is None else v for v in sv], float)
+    if not np.all(np.isfinite(sv)):  # a diverged run: nothing to draw
+        return np.zeros(0)
     m = max(1, round(kappa * d))
     sv = np.sort(sv)[::-1][:m]
     return sv * math.sqrt(d * d * F / np.sum(sv**2)) / math.sqrt(d)
@@ -159,13 +167,16 @@ def fig_spectra(records, out, key):
     for a, (problem, model) in zip(np.atleast_1d(ax), panels):
         dd = d if model == "full" else max(r["config"]["d"] for r in fac)
         kappa = 1.0 if model == "full" else fac[0]["config"]["kappa"]
-        g = _at_capacity(records, model, problem, dd, kappa)
+        g = at_capacity(records, model, problem, dd, kappa)
         if g is None:
             a.set_title(f"{model} {problem.upper()}: no records")
             continue
         p = g[0]["config"]["p"]
         Fk = float(th.F(kappa))
-        sv = np.concatenate([_normalised_sv(r["singular_values"], dd, kappa, Fk) for r in g])
+        sv = np.concatenate([_normalised_sv(r.get("singular_values") or [], dd, kappa, Fk) for r in g])
+        if sv.size == 0:
+            a.set_title(f"{model} {problem.upper()}: no finite singular values")
+            continue
         a.hist(sv, bins=25, density=True, alpha=0.5, label=f"learnt (d={dd}, p={p})")
         if model == "full":
             a.plot(s, np.asarray(th.qc_density(s)), "k-", label="quarter circle (p/d→∞)")
@@ -216,56 +227,45 @@ def fig_spectra(records, out, key):
     return _save(fig, out, "fig3_spectra"), notes
 
 
-def fig_scores(records, out, store):
-    """(iv) normalised target and best-competitor scores: optimal (trained at capacity) against
-    Hebbian at the same (d, p), with the theory laws and sqrt(2 ln p)."""
-    from ._sweep import Knobs, make_config
+def _scores(recs, key):
+    """The finite scores of `key` over `recs` (a diverged run stores None for non-finite ones)."""
+    x = np.concatenate(
+        [np.asarray([np.nan if v is None else v for v in r.get(key) or []], float) for r in recs]
+    )
+    return x[np.isfinite(x)]
 
-    full = [r for r in records if r["config"]["model"] == "full" and r["config"]["problem"] == "op"]
+
+def fig_scores(optimal, hebbian, out):
+    """(iv) normalised target and best-competitor scores: optimal (trained at capacity, records
+    `optimal`) against the Hebbian rule at the same (d, p) (records `hebbian`, or None), with
+    the theory laws and sqrt(2 ln p)."""
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-    if not full:
+    if not optimal:
         return _save(fig, out, "fig4_scores")
-    d = max(r["config"]["d"] for r in full)
-    g = [r for r in _at_capacity(records, "full", "op", d) if r["all_stored"]] or _at_capacity(
-        records, "full", "op", d
-    )
-    p = g[0]["config"]["p"]
-    heb_cfg = make_config(
-        d=d,
-        p=p,
-        problem="op",
-        model="hebbian",
-        kappa=None,
-        knobs=Knobs(seeds=g[0]["config"]["seeds"], seed0=g[0]["config"]["seed0"]),
-    )
-    heb = store.get_or_run(heb_cfg)
-    opt_law = th.optimal_scores(p, samples=50_000)
-    heb_law = th.hebbian_scores(d, p, "op", samples=50_000)
+    d, p = optimal[0]["config"]["d"], optimal[0]["config"]["p"]
     thr = math.sqrt(2 * math.log(p))
-    for a, recs, law, name in ((ax[0], g, opt_law, "optimal (trained)"), (ax[1], heb, heb_law, "Hebbian")):
-        tgt = np.concatenate([r["target_score"] for r in recs])
-        best = np.concatenate([r["best_score"] for r in recs])
+    panels = [
+        (ax[0], optimal, th.optimal_scores(p, samples=50_000), "optimal (trained)"),
+        (ax[1], hebbian, th.hebbian_scores(d, p, "op", samples=50_000), "Hebbian"),
+    ]
+    for a, recs, law, name in panels:
+        tgt, best = (_scores(recs, "target_score"), _scores(recs, "best_score")) if recs else ([], [])
+        if len(tgt) == 0 or len(best) == 0:
+            a.set_title(f"{name}, d={d}, p={p}: no finite scores in the records")
+            continue
         bins = np.linspace(min(tgt.min(), best.min(), -1), max(tgt.max(), best.max(), thr + 1), 50)
         a.hist(tgt, bins=bins, density=True, alpha=0.5, label="target (simulation)")
         a.hist(best, bins=bins, density=True, alpha=0.5, label="best competitor (simulation)")
-        a.hist(
-            np.asarray(law.target),
-            bins=bins,
-            density=True,
-            histtype="step",
-            color="C0",
-            lw=1.5,
-            label="target (theory)",
-        )
-        a.hist(
-            np.asarray(law.best),
-            bins=bins,
-            density=True,
-            histtype="step",
-            color="C1",
-            lw=1.5,
-            label="best competitor (theory)",
-        )
+        for vals, color, what in ((law.target, "C0", "target"), (law.best, "C1", "best competitor")):
+            a.hist(
+                np.asarray(vals),
+                bins=bins,
+                density=True,
+                histtype="step",
+                color=color,
+                lw=1.5,
+                label=f"{what} (theory)",
+            )
         a.axvline(thr, color="k", ls="--", label=r"$\sqrt{2\ln p}$")
         a.set_xlabel(r"score / $|W e_\mu|$")
         a.set_ylabel("density")

@@ -1,24 +1,23 @@
-"""Capacity studies: `jaxmem sweep`, `jaxmem capacity`, `jaxmem report` and `jaxmem demo`."""
+"""The capacity report: the rows of a folder of sweep records, their verdicts, figures and
+`report.md`."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import sys
-import time
 
 import numpy as np
 
-from ._estimate import compare_op_dp, estimate, public, trend
-from ._sweep import Knobs, parse_grid, run_sweep, search_capacity, Store, SweepSpec
+from ._estimate import compare_op_dp, estimate, trend
+from ._files import atomic_write
+from ._sweep import Knobs, make_config, Store
 
 
 DEMO_DS = (16, 24, 32)
 DEMO_FACTORED = (24, 0.5)
 
 
-def _fmt(x, nd=3):
+def fmt(x, nd=3):
     return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"
 
 
@@ -41,19 +40,48 @@ def verdict(r) -> str:
     return f"DISAGREES: measured {side} theory by {abs(r['alpha_c'] - t):.3f}"
 
 
+def score_configs(records) -> tuple[list[dict] | None, dict | None]:
+    """What the score figure compares: the full-rank OP records at capacity at the largest `d`,
+    and the config of the Hebbian rule at the same `(d, p)` and seeds. The study that writes a
+    folder runs that config (`prepare_figures`); the report only reads it.
+
+    **Returns:** `(records, hebbian_config)`, or `(None, None)` without full-rank OP records."""
+    from ._plot import at_capacity
+
+    full = [r for r in records if r["config"]["model"] == "full" and r["config"]["problem"] == "op"]
+    if not full:
+        return None, None
+    d = max(r["config"]["d"] for r in full)
+    g = at_capacity(records, "full", "op", d)
+    c = g[0]["config"]
+    knobs = Knobs(seeds=c["seeds"], seed0=c["seed0"], embedding=c["embedding"])
+    heb = make_config(d=d, p=c["p"], problem="op", model="hebbian", kappa=None, knobs=knobs)
+    return [r for r in g if r["all_stored"]] or g, heb
+
+
+def prepare_figures(store: Store) -> None:
+    """Run what the report's figures need beyond the capacity search (the Hebbian memories of
+    the score figure), so that `write_report` only reads."""
+    _, heb = score_configs([r for r in store.records() if r.get("kind") != "threshold"])
+    if heb is not None:
+        store.get_or_run(heb)
+
+
 def write_report(out: str) -> tuple[str, list[dict]]:
-    """Figures and `report.md` from the records in `out`; returns its path and the capacity rows."""
+    """Figures and `report.md` from the records in `out`. It reads records and writes only
+    the figures and `report.md`: it never trains.
+
+    **Returns:** the report's path and the capacity rows."""
     import jax
 
     from . import _plot
 
-    store = Store(out)
     key = jax.random.key(0)
     figs = {}
-    # First, as it may add the Hebbian config it compares with: the table then matches
-    # `jaxmem capacity` on the same folder.
-    figs["iv"] = _plot.fig_scores(store.records(), out, store)
     store, recs, rows = capacity_rows(out)
+    optimal, heb_cfg = score_configs(recs)
+    heb = store.load(heb_cfg) if heb_cfg is not None and store.done(heb_cfg) else None
+    figs["iv"] = _plot.fig_scores(optimal, heb, out)
     figs["i"] = _plot.fig_transition(recs, rows, out)
     figs["ii"] = _plot.fig_capacity_vs_d(rows, out)
     figs["iii"], spectra_notes = _plot.fig_spectra(recs, out, key)
@@ -79,9 +107,9 @@ def write_report(out: str) -> tuple[str, list[dict]]:
     ]
     for r in rows:
         L.append(
-            f"| {r['d']} | {r['problem'].upper()} | {r['model']} | {r['kappa']:.2f} | {_fmt(r['p_c'], 1)} | "
-            f"{_fmt(r['alpha_c'])} | [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | "
-            f"{_fmt(r.get('theory_alpha_c'))} | "
+            f"| {r['d']} | {r['problem'].upper()} | {r['model']} | {r['kappa']:.2f} | {fmt(r['p_c'], 1)} | "
+            f"{fmt(r['alpha_c'])} | [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}] | "
+            f"{fmt(r.get('theory_alpha_c'))} | "
             f"{verdict(r)}{'' if r['bracketed'] else ' (transition not bracketed)'} | {r['n_runs']} |"
         )
     L += [
@@ -94,7 +122,7 @@ def write_report(out: str) -> tuple[str, list[dict]]:
     cmp = compare_op_dp(rows)
     for c in cmp:
         L.append(
-            f"| {c['d']} | {c['diff']:+.3f} | [{_fmt(c['ci_low'])}, {_fmt(c['ci_high'])}] | "
+            f"| {c['d']} | {c['diff']:+.3f} | [{fmt(c['ci_low'])}, {fmt(c['ci_high'])}] | "
             f"{'yes' if c['differs'] else 'no'} |"
         )
     if len(cmp) >= 2:
@@ -126,7 +154,7 @@ def write_report(out: str) -> tuple[str, list[dict]]:
             + ", ".join(f"d={r['d']} {r['problem'].upper()}: {r['alpha_c']:.3f}" for r in heb)
             + ", far below the trained memories and below the asymptote 1/8. The finite-size Hebbian theory "
             "(same definition, OP) gives "
-            + ", ".join(f"{_fmt(v)} at d={d}" for d, v in far.items())
+            + ", ".join(f"{fmt(v)} at d={d}" for d, v in far.items())
             + ": it reaches the neighbourhood of 1/8 only at d ~ 10^3."
         )
     caps = {
@@ -150,294 +178,5 @@ def write_report(out: str) -> tuple[str, list[dict]]:
     for k, name in sorted(figs.items(), key=lambda kv: ["i", "ii", "iii", "iv", "v", "vi"].index(kv[0])):
         L += [f"![figure {k}]({name})", "", f"*({k})* {caps[k]}", ""]
     path = os.path.join(out, "report.md")
-    from ._sweep import atomic_write
-
     atomic_write(path, "\n".join(L) + "\n")
     return path, rows
-
-
-def print_rows(rows, file=sys.stdout):
-    print(
-        f"{'d':>4} {'problem':>7} {'model':>9} {'kappa':>5} {'p_c':>8} {'alpha_c':>8} {'95% CI':>17} "
-        f"{'theory':>7}  verdict",
-        file=file,
-    )
-    for r in rows:
-        print(
-            f"{r['d']:>4} {r['problem']:>7} {r['model']:>9} {r['kappa']:>5.2f} {_fmt(r['p_c'], 1):>8} "
-            f"{_fmt(r['alpha_c']):>8} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] "
-            f"{_fmt(r.get('theory_alpha_c')):>7}  {verdict(r)}",
-            file=file,
-        )
-
-
-# ---------------------------------------------------------------- commands
-
-
-def _knobs(a, train_knobs):
-    return Knobs(seeds=a.seeds, seed0=a.seed0, embedding=a.embedding, **train_knobs(a))
-
-
-def _cmd_sweep(a, train_knobs):
-    from ._cli import _print_json
-
-    i, n = _parse_shard(a.shard)
-    spec = SweepSpec(
-        ds=a.d,
-        problems=a.problem,
-        models=a.model,
-        kappas=a.kappa or [1.0],
-        alphas=parse_grid(a.alpha) if a.alpha else None,
-        ps=[int(x) for x in parse_grid(a.p)] if a.p else None,
-        knobs=_knobs(a, train_knobs),
-    )
-    cfgs = spec.configs()
-    store = Store(a.out)
-    store.note_command(sys.argv)
-    run_sweep(spec, a.out, shard=(i, n), progress=not (a.quiet or a.json), log=None if a.json else sys.stderr)
-    if a.json:
-        _print_json(dict(out=a.out, configs=len(cfgs[i::n]), records=len(store.records())))
-
-
-def _measurement_points(a) -> list[dict]:
-    from ._measure import point_configs
-    from ._solvers._adam import AdamConfig
-    from ._solvers._decide import DecideConfig
-
-    if a.model == "factored" and not a.kappa:
-        raise ValueError("--kappa is required with --model factored")
-    if a.model == "full" and a.kappa:
-        raise ValueError("--kappa applies to --model factored only")
-    dcfg = DecideConfig(tol=a.tol)
-    acfg = AdamConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale)
-    units = []
-    for d in a.d:
-        for problem in a.problem:
-            for kappa in a.kappa or [None]:
-                for solver in a.solver:
-                    units += point_configs(
-                        d=d,
-                        problem=problem,
-                        model=a.model,
-                        kappa=kappa,
-                        solver=solver,
-                        seeds=a.seeds,
-                        seed0=a.seed0,
-                        group=a.group,
-                        embedding=a.embedding,
-                        decide_config=dcfg,
-                        adam_config=acfg,
-                    )
-    return units
-
-
-def _print_threshold_rows(rows, file=sys.stdout):
-    print(
-        f"{'d':>4} {'problem':>7} {'model':>8} {'kappa':>5} {'solver':>9} {'seeds':>5} {'p_c':>6} "
-        f"{'alpha_c':>8} {'95% CI':>17} {'theory':>7} {'undecided':>9}  verdict",
-        file=file,
-    )
-    for r in rows:
-        print(
-            f"{r['d']:>4} {r['problem']:>7} {r['model']:>8} {r['kappa']:>5.2f} {r['solver']:>9} "
-            f"{r['seeds']:>5} "
-            f"{_fmt(r['p_c'], 1):>6} {_fmt(r['alpha_c']):>8} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] "
-            f"{_fmt(r.get('theory_alpha_c')):>7} {r['undecided']:>9}  {r.get('theory_verdict', '')}",
-            file=file,
-        )
-
-
-def _cmd_capacity(a):
-    from ._cli import _print_json
-    from ._measure import adam_vs_certified, compare, measure, threshold_rows
-
-    if (a.dir is None) == (a.d is None):
-        raise ValueError("give a folder to read, or --d to measure (with --out DIR to keep the records)")
-    if a.d is not None:
-        units = _measurement_points(a)
-        if a.plan:
-            print(json.dumps(dict(units=len(units))) if a.json else f"{len(units)} units of work")
-            return
-        store = Store(a.out) if a.out else None
-        if store is not None:
-            store.note_command(sys.argv)
-        shard = _parse_shard(a.shard)
-        recs = measure(units, store=store, shard=shard, log=None if (a.json or a.quiet) else sys.stderr)
-        sweep_rows = []
-    else:
-        if not os.path.isdir(a.dir):
-            raise ValueError(f"no such folder: {a.dir!r}")
-        store = Store(a.dir)
-        everything = store.records()
-        recs = [r for r in everything if r.get("kind") == "threshold"]
-        sweep = [r for r in everything if r.get("kind") != "threshold"]
-        if not recs and not sweep:
-            raise ValueError(f"no records under {a.dir!r}")
-        sweep_rows = estimate(sweep) if sweep else []
-    rows = [dict(r, kind="threshold") for r in threshold_rows(recs)]
-    op_dp = [
-        dict(c, kind="threshold", model="full", solver=solver)
-        for solver in ("certified", "adam")
-        for c in compare(
-            recs,
-            dict(problem="op", model="full", solver=solver),
-            dict(problem="dp", model="full", solver=solver),
-        )
-    ]
-    avc = adam_vs_certified(recs)
-    if a.json:
-        rows += [dict(r, kind="sweep") for r in public(sweep_rows)]
-        op_dp += [dict(c, kind="sweep") for c in compare_op_dp(sweep_rows)] if sweep_rows else []
-        _print_json(dict(rows=rows, op_vs_dp=op_dp, adam_vs_certified=avc))
-        return
-    if rows:
-        _print_threshold_rows(rows)
-    for c in op_dp:
-        tail = (
-            ""
-            if c["verdict"] == "differ"
-            else f" (about {c['seeds_to_decide']} seeds per side would decide it)"
-        )
-        print(
-            f"OP - DP ({c['solver']}) at d={c['d']}: {c['diff']:+.4f} "
-            f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]: {c['verdict']}{tail}"
-        )
-    for c in avc:
-        print(
-            f"adam vs certified at d={c['d']} {c['problem']} {c['model']}: {c['fraction_below']:.2f} of "
-            f"seeds below, "
-            f"capacity lost {c['lost']:+.4f}"
-        )
-    if sweep_rows:
-        print_rows(sweep_rows)
-
-
-def _parse_shard(spec):
-    if not spec:
-        return 0, 1
-    try:
-        i, n = (int(x) for x in spec.split("/"))
-    except ValueError:
-        raise ValueError(f"shard must be i/n, got {spec!r}") from None
-    if not (n >= 1 and 0 <= i < n):
-        raise ValueError(f"shard must be i/n with 0 <= i < n, got {spec!r}")
-    return i, n
-
-
-def _cmd_report(a):
-    path, _ = write_report(a.dir)
-    print(f"report: {path}")
-
-
-def _cmd_demo(a, train_knobs):
-    """CPU-sized study: adaptive capacity search for OP, DP and Hebbian at a few d, one factored
-    case, then the report."""
-    from ._cli import _print_json
-
-    t0 = time.perf_counter()
-    knobs = _knobs(a, train_knobs)
-    store = Store(a.out)
-    store.note_command(sys.argv)
-    log = None if a.json else sys.stderr
-    from . import theory as th
-
-    for d in a.ds:
-        guess = float(th.alpha_c(float(max(2, round(d * d / math.log(d * d))))))
-        for problem in ("op", "dp"):
-            search_capacity(
-                store,
-                d=d,
-                problem=problem,
-                model="full",
-                knobs=knobs,
-                alpha0=guess,
-                progress=not (a.quiet or a.json),
-                log=log,
-            )
-        search_capacity(store, d=d, problem="op", model="hebbian", knobs=knobs, alpha0=0.06, log=log)
-    d_f, kappa = a.factored_d, a.factored_kappa
-    if d_f:
-        guess = float(th.alpha_c(float(d_f * d_f / math.log(d_f * d_f)), kappa=kappa))
-        search_capacity(
-            store,
-            d=d_f,
-            problem="op",
-            model="factored",
-            kappa=kappa,
-            knobs=knobs,
-            alpha0=guess,
-            progress=not (a.quiet or a.json),
-            log=log,
-        )
-        if d_f not in a.ds:
-            search_capacity(
-                store,
-                d=d_f,
-                problem="op",
-                model="full",
-                knobs=knobs,
-                alpha0=guess / float(th.F(kappa)),
-                progress=not (a.quiet or a.json),
-                log=log,
-            )
-    path, rows = write_report(a.out)
-    if a.json:
-        _print_json(dict(out=a.out, report=path, rows=public(rows), seconds=time.perf_counter() - t0))
-    else:
-        print_rows(rows)
-        print(f"\nreport: {path}   ({time.perf_counter() - t0:.0f} s)")
-
-
-def add_study_commands(sub, add_train_knobs, train_knobs):
-    sw = sub.add_parser("sweep", help="run a resumable sweep into an output folder")
-    sw.add_argument("--d", type=int, nargs="+", required=True)
-    g = sw.add_mutually_exclusive_group(required=True)
-    g.add_argument("--alpha", nargs="+", help="START:STOP:N or a list of loads")
-    g.add_argument("--p", nargs="+", help="START:STOP:N or a list of p")
-    sw.add_argument("--problem", nargs="+", default=["op"], choices=["op", "dp"])
-    sw.add_argument("--model", nargs="+", default=["full"], choices=["full", "factored", "hebbian"])
-    sw.add_argument("--kappa", type=float, nargs="+", default=None)
-    add_train_knobs(sw)
-    sw.add_argument("--shard", default=None, help="i/n: run every n-th config from the i-th (multi-host)")
-    sw.add_argument("--out", required=True)
-    sw.add_argument("--quiet", action="store_true")
-    sw.add_argument("--json", action="store_true")
-    sw.set_defaults(func=lambda a: _cmd_sweep(a, train_knobs))
-
-    c = sub.add_parser("capacity", help="measure certified (or Adam) capacities, or read a folder's records")
-    c.add_argument(
-        "dir", nargs="?", default=None, help="a folder of records to read (sweeps or measurements)"
-    )
-    c.add_argument("--d", type=int, nargs="+", default=None, help="measure at these dimensions")
-    c.add_argument("--problem", nargs="+", default=["op"], choices=["op", "dp"])
-    c.add_argument("--model", default="full", choices=["full", "factored"])
-    c.add_argument("--kappa", type=float, nargs="+", default=None)
-    c.add_argument("--solver", nargs="+", default=["certified"], choices=["certified", "adam"])
-    c.add_argument("--seeds", type=int, default=64)
-    c.add_argument("--seed0", type=int, default=0)
-    c.add_argument("--group", type=int, default=16, help="seeds per unit of work (one record file)")
-    c.add_argument("--embedding", default="gaussian", choices=["gaussian", "sphere"])
-    c.add_argument("--tol", type=float, default=1e-5, help="tolerance of the unstorable certificate")
-    c.add_argument("--steps", type=int, default=5000, help="Adam step budget")
-    c.add_argument("--lr", type=float, default=3e-2, help="Adam learning rate")
-    c.add_argument("--init-scale", type=float, default=1e-3)
-    c.add_argument("--out", default=None, help="keep the records here (resumable); default: keep nothing")
-    c.add_argument("--shard", default=None, help="i/n: run every n-th unit of work from the i-th")
-    c.add_argument("--plan", action="store_true", help="print the number of units of work and stop")
-    c.add_argument("--quiet", action="store_true")
-    c.add_argument("--json", action="store_true")
-    c.set_defaults(func=_cmd_capacity)
-
-    r = sub.add_parser("report", help="figures and report.md from a sweep folder")
-    r.add_argument("dir")
-    r.set_defaults(func=_cmd_report)
-
-    d = sub.add_parser("demo", help="the main job: CPU-sized capacity study with report")
-    d.add_argument("--out", default="jaxmem-demo")
-    d.add_argument("--ds", type=int, nargs="+", default=list(DEMO_DS))
-    d.add_argument("--factored-d", type=int, default=DEMO_FACTORED[0], help="0: no factored case")
-    d.add_argument("--factored-kappa", type=float, default=DEMO_FACTORED[1])
-    add_train_knobs(d)
-    d.add_argument("--quiet", action="store_true")
-    d.add_argument("--json", action="store_true")
-    d.set_defaults(func=lambda a: _cmd_demo(a, train_knobs))

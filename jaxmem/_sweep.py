@@ -20,45 +20,20 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ._experiment import run_experiment
-from ._models import MODELS, rank_of
-from ._tasks import load, p_from_alpha, PROBLEMS
+from ._files import atomic_write, clean_stale
+from ._models import MODELS, resolve_kappa
+from ._tasks import EMBEDDINGS, load, p_from_alpha, PROBLEMS
 from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
-from ._validate import check_choice, check_int, check_positive
+from ._validate import check_choice, check_int, check_positive, InvalidArgument
 
 
 RECORD_VERSION = 1
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: str, text: str) -> None:
-    """Write `text` to `path` via a temp file in the same folder and `os.replace`, with the
-    permissions a plain `open` would give (0666 less the umask)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".part")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def versions() -> dict:
@@ -96,19 +71,15 @@ def make_config(*, d, p, problem, model, kappa, knobs: Knobs) -> dict:
     p = check_int("p", p, 2)
     check_choice("problem", problem, PROBLEMS)
     check_choice("model", model, MODELS)
-    if model == "factored":
-        kappa = rank_of(d, kappa=kappa) / d
-    elif kappa not in (None, 1, 1.0):
-        raise ValueError(f"kappa applies to the factored model only, got kappa={kappa}")
-    else:
-        kappa = 1.0
+    _, kappa = resolve_kappa(model, d, kappa)
     hebb = model == "hebbian"
     check_int("seeds", knobs.seeds, 1, 1_000_000)
     check_int("seed0", knobs.seed0, 0, 2**31 - 1)  # keys alias beyond 32 bits
-    if not hebb:
-        check_int("steps", knobs.steps, 0)
-        check_positive("lr", knobs.lr)
-        check_positive("init_scale", knobs.init_scale)
+    check_choice("embedding", knobs.embedding, EMBEDDINGS)
+    # checked for the Hebbian rule too, which records zeros: a bad value is refused, not ignored
+    check_int("steps", knobs.steps, 0)
+    check_positive("lr", knobs.lr)
+    check_positive("init_scale", knobs.init_scale)
     return dict(
         d=d,
         p=p,
@@ -145,6 +116,7 @@ class Store:
     def __init__(self, out: str):
         self.out = out
         self.records_dir = os.path.join(out, "records")
+        self._cleaned = False
 
     def path(self, cfg: dict) -> str:
         return os.path.join(self.records_dir, config_id(cfg) + ".jsonl")
@@ -172,10 +144,13 @@ class Store:
     def load(self, cfg: dict) -> list[dict]:
         recs = self._read(self.path(cfg), cfg)
         if recs is None:
-            raise ValueError(f"invalid record file {self.path(cfg)}")
+            raise RuntimeError(f"invalid record file {self.path(cfg)}")
         return recs
 
     def write(self, cfg: dict, recs: list[dict]) -> None:
+        if not self._cleaned:  # once per store: the temp files of writers that died mid-write
+            clean_stale(self.records_dir)
+            self._cleaned = True
         atomic_write(self.path(cfg), "".join(json.dumps(r, allow_nan=False) + "\n" for r in recs))
 
     def get_or_run(self, cfg: dict, *, progress: bool = False, detail: bool = True) -> list[dict]:
@@ -294,38 +269,27 @@ def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> li
 # ---------------------------------------------------------------- grids and sweeps
 
 
-def parse_grid(spec: list[str]) -> list[float]:
-    """`["START:STOP:N"]` (linear grid, N points) or a list of numbers."""
-    if len(spec) == 1 and ":" in spec[0]:
-        parts = spec[0].split(":")
-        if len(parts) != 3:
-            raise ValueError(f"a grid is START:STOP:N, got {spec[0]!r}")
-        a, b, n = float(parts[0]), float(parts[1]), int(parts[2])
-        if n < 1:
-            raise ValueError(f"grid needs N >= 1, got {n}")
-        return list(np.linspace(a, b, n)) if n > 1 else [a]
-    return [float(x) for x in spec]
-
-
 @dataclass
 class SweepSpec:
     ds: list[int]
     problems: list[str] = field(default_factory=lambda: ["op"])
     models: list[str] = field(default_factory=lambda: ["full"])
-    kappas: list[float] = field(default_factory=lambda: [1.0])
+    kappas: list[float] | None = None  # factored only; default 1
     alphas: list[float] | None = None
     ps: list[int] | None = None
     knobs: Knobs = Knobs()
 
     def configs(self) -> list[dict]:
         if (self.alphas is None) == (self.ps is None):
-            raise ValueError("give exactly one of alphas and ps")
+            raise InvalidArgument("give exactly one of alphas and ps")
+        if self.kappas is not None and "factored" not in self.models:
+            raise InvalidArgument(f"kappa applies to the factored model only, got kappa={self.kappas}")
         out, seen = [], set()
         for d in self.ds:
             ps = self.ps if self.ps is not None else [p_from_alpha(d, a) for a in self.alphas]
             for problem in self.problems:
                 for model in self.models:
-                    for kappa in self.kappas if model == "factored" else [None]:
+                    for kappa in (self.kappas or [1.0]) if model == "factored" else [None]:
                         for p in ps:
                             cfg = make_config(
                                 d=d, p=p, problem=problem, model=model, kappa=kappa, knobs=self.knobs
@@ -342,7 +306,7 @@ def run_sweep(
     """Run every config of `spec` (this process's `shard` of them) into `out`, skipping done ones."""
     i, n = shard
     if not (0 <= i < n):
-        raise ValueError(f"shard must be i/n with 0 <= i < n, got {i}/{n}")
+        raise InvalidArgument(f"shard must be i/n with 0 <= i < n, got {i}/{n}")
     store = Store(out)
     cfgs = spec.configs()[i::n]
     for k, cfg in enumerate(cfgs):

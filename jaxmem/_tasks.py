@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from ._validate import check_choice, check_int
+from ._validate import check_choice, check_int, check_memory, check_positive, InvalidArgument
 
 
 PROBLEMS = ("op", "dp")
@@ -33,8 +33,12 @@ def load(d: int, p: int) -> float:
 def p_from_alpha(d: int, alpha: float) -> int:
     """The integer `p >= 2` whose load `p ln p / d^2` is closest to `alpha`."""
     d = check_int("d", d, 2)
-    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    alpha = check_positive("alpha", alpha)
+    if alpha < load(d, 2) / 2:
+        raise InvalidArgument(
+            f"alpha must be >= {load(d, 2) / 2:.3g} at d = {d} (p = 2 has load {load(d, 2):.3g}); "
+            f"got {alpha!r}"
+        )
     target = alpha * d * d
     x = max(target / max(math.log(target), 1.0), 2.0)
     for _ in range(100):  # Newton on x ln x = target
@@ -99,6 +103,13 @@ def dp_candidates(task: Task, mu, rho) -> Float[Array, "... d"]:
     return jnp.where((mu == rho)[..., None], tgt, fresh)
 
 
+def _check_key(key) -> None:
+    if not (
+        isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ()
+    ):
+        raise InvalidArgument(f"key must be one typed PRNG key from jax.random.key(seed), got {key!r}")
+
+
 def make_task(
     key: PRNGKeyArray,
     *,
@@ -114,8 +125,10 @@ def make_task(
     Tasks are nested in `p`: with the same key, the task at `p` is the prefix of the task at
     `p' > p` (inputs, targets and DP candidates), so storability is monotone in `p`.
     """
+    _check_key(key)
     d = check_int("d", d, 2)
     p = check_int("p", p, 2)
+    check_memory("d and p", 4.0 * 2 * p * d)
     check_choice("problem", problem, PROBLEMS)
     check_choice("embedding", embedding, EMBEDDINGS)
     # Partitionable threefry draws element i from counter i, so a (p, d) draw is the prefix of a
@@ -136,5 +149,11 @@ def make_tasks(key: PRNGKeyArray, *, n: int, d: int, p: int, **kwargs) -> Task:
     """`n` independent tasks stacked on a leading ensemble axis (task `i` uses
     `fold_in(key, i)`, so a batch is the stack of the single tasks)."""
     n = check_int("n", n, 1)
+    _check_key(key)
+    d = check_int("d", d, 2)
+    p = check_int("p", p, 2)
+    dp = kwargs.get("problem", "op") == "dp"
+    cands = p * p * d if dp and p * p * d <= kwargs.get("materialise_limit", MATERIALISE_LIMIT) else 0
+    check_memory("n, d and p", 4.0 * n * (2 * p * d + cands))
     tasks = [make_task(jax.random.fold_in(key, i), d=d, p=p, **kwargs) for i in range(n)]
     return jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)

@@ -27,7 +27,7 @@ from ._solvers._constraints import batch_constraints
 from ._solvers._decide import decide_constraints, DecideConfig, STORABLE, UNDECIDED, UNSTORABLE, verify
 from ._solvers._runner import run_ensemble
 from ._tasks import load, p_from_alpha, Task
-from ._validate import check_int, check_real
+from ._validate import check_int, check_real, InvalidArgument
 
 
 SOLVERS = ("certified", "adam")
@@ -147,10 +147,10 @@ def search_thresholds(
     **Returns:** `Thresholds`.
     """
     if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {', '.join(SOLVERS)}; got {solver!r}")
+        raise InvalidArgument(f"solver must be one of {', '.join(SOLVERS)}; got {solver!r}")
     n, P_all, d = tasks.inputs.shape
     if P_all < plan.p_max:
-        raise ValueError(f"tasks hold {P_all} associations, fewer than plan.p_max = {plan.p_max}")
+        raise InvalidArgument(f"tasks hold {P_all} associations, fewer than plan.p_max = {plan.p_max}")
     t0 = time.perf_counter()
     lo = np.ones(n, np.int64)
     hi = np.full(n, plan.p_max + 1, np.int64)

@@ -24,7 +24,7 @@ from ._metrics import ensemble_metrics, Metrics
 from ._models import Factored, FullRank, rank_of
 from ._parallel import ensemble_mesh, pad_to, shard_ensemble, unpad
 from ._tasks import Task
-from ._validate import check_int, check_positive
+from ._validate import check_int, check_memory, check_positive, InvalidArgument
 
 
 # Defaults chosen by the measurements in README "Training defaults".
@@ -51,10 +51,10 @@ class _Config(eqx.Module):
     stream: bool | None = eqx.field(static=True)
     block: int = eqx.field(static=True)
 
-    def init_model(self, key):
+    def init_model(self, key, dtype):
         if self.model is Factored:
-            return Factored.init(key, self.d, m=self.m, init_scale=self.init_scale)
-        return FullRank.init(key, self.d, init_scale=self.init_scale)
+            return Factored.init(key, self.d, m=self.m, init_scale=self.init_scale, dtype=dtype)
+        return FullRank.init(key, self.d, init_scale=self.init_scale, dtype=dtype)
 
     def opt(self, lr):
         return optax.inject_hyperparams(self.optimizer)(learning_rate=lr)
@@ -106,9 +106,13 @@ def _chunk(cfg: _Config, mesh, tasks: Task, state: TrainState, t0, steps):
 @eqx.filter_jit
 def _init(cfg: _Config, tasks: Task, lr):
     def one(task, lr):
-        params = cfg.init_model(task.init_key)
+        params = cfg.init_model(task.init_key, task.inputs.dtype)
         return TrainState(
-            params, cfg.opt(lr).init(params), jnp.array(-1), jnp.array(False), jnp.array(jnp.inf, jnp.float32)
+            params,
+            cfg.opt(lr).init(params),
+            jnp.array(-1),
+            jnp.array(False),
+            jnp.array(jnp.inf, task.inputs.dtype),
         )
 
     return jax.vmap(one)(tasks, lr)
@@ -134,7 +138,31 @@ def _model_class(model):
         return FullRank
     if model is Factored or model == "factored":
         return Factored
-    raise ValueError(f"model must be FullRank, Factored, 'full' or 'factored', got {model!r}")
+    raise InvalidArgument(f"model must be FullRank, Factored, 'full' or 'factored', got {model!r}")
+
+
+def _learning_rates(lr, n: int) -> np.ndarray:
+    """`lr` as `n` finite positive learning rates: one scalar for all, or one per instance."""
+    if lr is None:
+        raise InvalidArgument("lr must be a number or one per instance, got None")
+    try:
+        arr = np.asarray(lr, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"lr must be a number or one per instance, got {lr!r}") from None
+    if arr.ndim > 1 or (arr.ndim == 1 and arr.shape[0] != n):
+        raise InvalidArgument(f"lr must be a scalar or {n} values (one per instance), got shape {arr.shape}")
+    arr = np.broadcast_to(arr, (n,)).copy()
+    if not np.all(np.isfinite(arr) & (arr > 0)):
+        raise InvalidArgument(f"lr must be finite and > 0, got {arr.tolist()}")
+    return arr
+
+
+def train_bytes(n: int, d: int, p: int, m: int, dp_materialised: bool) -> float:
+    """An estimate of the memory a training run holds: per instance the task (`2 p d`, plus
+    the DP's `p^2 d` candidates when materialised), and the parameters with their gradient and
+    two Adam moments (`4 * 2 d m`), in float32; the score block of one row block is small."""
+    per = 2 * p * d + (p * p * d if dp_materialised else 0) + 8 * d * m + 2 * min(p, 256) * p
+    return 4.0 * n * per
 
 
 def train(
@@ -169,13 +197,15 @@ def train(
     chunk = check_int("chunk", chunk, 1)
     check_positive("init_scale", init_scale)
     if tasks.inputs.ndim != 3:
-        raise ValueError("tasks must be a batch from make_tasks (leading ensemble axis)")
+        raise InvalidArgument("tasks must be a batch from make_tasks (leading ensemble axis)")
     n, p, d = tasks.inputs.shape
-    lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), (n,)).copy()
-    if not np.all(np.isfinite(lr) & (lr > 0)):
-        raise ValueError(f"lr must be finite and > 0, got {lr.tolist()}")
+    block = check_int("block", block, 1)
+    lr = _learning_rates(lr, n)
     cls = _model_class(model)
+    if cls is FullRank and (m is not None or kappa is not None):
+        raise InvalidArgument(f"m and kappa apply to Factored only, got m={m!r}, kappa={kappa!r}")
     rank = rank_of(d, m=m, kappa=kappa) if cls is Factored else d
+    check_memory("d, p and the ensemble size", train_bytes(n, d, p, rank, tasks.candidates is not None))
     cfg = _Config(cls, d, rank, float(init_scale), optimizer, chunk, stream, block)
     t_start = time.perf_counter()
     mesh = ensemble_mesh(devices)

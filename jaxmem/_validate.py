@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import numpy as np
+
+
+class InvalidArgument(ValueError):
+    """A bad argument value, raised by every check here: a `ValueError` (what the library
+    promises) that the CLI, and only it, turns into its one exit-2 path. A `ValueError` from
+    inside jax is not one, so it cannot pass for a user's mistake."""
 
 
 def _is_int(value) -> bool:
@@ -28,10 +35,10 @@ def check_int(name: str, value, minimum: int, maximum: int | None = None) -> int
     """`value` as an `int` in `[minimum, maximum]`."""
     rng = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
     if not _is_int(value):
-        raise ValueError(f"{name} must be an integer {rng}, got {value!r}")
+        raise InvalidArgument(f"{name} must be an integer {rng}, got {value!r}")
     value = int(value)
     if value < minimum or (maximum is not None and value > maximum):
-        raise ValueError(f"{name} must be an integer {rng}, got {value}")
+        raise InvalidArgument(f"{name} must be an integer {rng}, got {value}")
     return value
 
 
@@ -58,7 +65,7 @@ def check_real(
     hi = "" if high is None else f"{'<' if high_open else '<='} {high:g}"
     want = " and ".join(x for x in (("finite" if finite else ""), lo, hi) if x) or "a number"
     if bad:
-        raise ValueError(f"{name} must be a real number ({want}), got {value!r}")
+        raise InvalidArgument(f"{name} must be a real number ({want}), got {value!r}")
     v = float(value)
     if (
         math.isnan(v)
@@ -66,7 +73,7 @@ def check_real(
         or (low is not None and (v < low or (low_open and v == low)))
         or (high is not None and (v > high or (high_open and v == high)))
     ):
-        raise ValueError(f"{name} must be {want}, got {value!r}")
+        raise InvalidArgument(f"{name} must be {want}, got {value!r}")
     return v
 
 
@@ -78,5 +85,30 @@ def check_positive(name: str, value) -> float:
 def check_choice(name: str, value, choices) -> str:
     """One of `choices`."""
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        raise InvalidArgument(f"{name} must be one of {', '.join(choices)}; got {value!r}")
     return value
+
+
+def available_bytes() -> int:
+    """Memory of the default device: its allocator's limit on an accelerator, the physical
+    memory on the CPU."""
+    import jax
+
+    dev = jax.devices()[0]
+    try:
+        stats = dev.memory_stats() or {}
+    except Exception:  # not every backend has memory stats
+        stats = {}
+    if stats.get("bytes_limit"):
+        return int(stats["bytes_limit"])
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_memory(names: str, nbytes: float) -> None:
+    """Refuse, before allocating, work that needs more than the device has: `nbytes` is the
+    estimate, `names` the arguments that set it."""
+    have = available_bytes()
+    if not nbytes <= have:
+        raise InvalidArgument(
+            f"{names} need about {nbytes / 2**30:.3g} GiB, more than this device's {have / 2**30:.3g} GiB"
+        )

@@ -3,7 +3,7 @@ import subprocess
 import sys
 
 import pytest
-from jaxmem._cli import main
+from jaxmem.cli import main
 
 
 def _run(args, capsys):
@@ -90,7 +90,7 @@ def test_bad_arguments_exit_2_one_line(args, capsys):
 
 def test_console_script_exit_code():
     r = subprocess.run(
-        [sys.executable, "-m", "jaxmem._cli", "train", "--d", "1", "--p", "3"], capture_output=True, text=True
+        [sys.executable, "-m", "jaxmem.cli", "train", "--d", "1", "--p", "3"], capture_output=True, text=True
     )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 

@@ -204,11 +204,11 @@ def test_factored_storable_certificate_has_rank_m():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "jaxmem._cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "jaxmem.cli", *args], capture_output=True, text=True)
 
 
 def test_capacity_cli_measures_resumes_and_rereads(tmp_path, capsys):
-    from jaxmem._cli import main
+    from jaxmem.cli import main
 
     out = tmp_path / "m"
     args = [

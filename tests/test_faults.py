@@ -8,8 +8,8 @@ import os
 import stat
 
 import pytest
-from jaxmem._cli import main
 from jaxmem._sweep import Knobs, make_config, Store
+from jaxmem.cli import main
 
 
 def _one_line_err(capsys, name):
@@ -33,7 +33,7 @@ def test_fault_records_lie_steps_zero_is_run_as_zero(tmp_path, capsys):
     "flag,value,name",
     [
         ("--lr", "0", "lr"),
-        ("--init-scale", "0", "init_scale"),
+        ("--init-scale", "0", "--init-scale"),
         ("--seed0", "4294967296", "seed0"),
         ("--seed0", "-1", "seed0"),
     ],
@@ -113,3 +113,94 @@ def test_fault_empty_or_corrupt_record_file_is_rerun(tmp_path, capsys):
     assert files[0] in err and files[1] in err, "the warning names the file"
     assert main(args) == 0
     assert len(store.records()) == 6, "both configs were rerun"
+
+
+def _snapshot(folder):
+    out = {}
+    for root, _, files in os.walk(folder):
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(root, f), folder)] = fh.read()
+    return out
+
+
+def test_fault_report_on_diverged_records_reads_only(tmp_path, capsys):
+    out = str(tmp_path / "dv")
+    args = ["sweep", "--d", "8", "--p", "10", "14", "18", "--seeds", "2", "--steps", "50", "--lr", "1e37"]
+    assert main(args + ["--out", out, "--quiet"]) == 0
+    assert all(r["diverged"] for r in Store(out).records())
+    before = {k: v for k, v in _snapshot(out).items() if k.startswith(("records", "commands", "meta"))}
+    capsys.readouterr()
+    assert main(["report", out, "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["report"].endswith("report.md") and os.path.exists(obj["report"])
+    after = {k: v for k, v in _snapshot(out).items() if k.startswith(("records", "commands", "meta"))}
+    assert after == before, "report trains nothing and writes no records"
+
+
+def test_fault_stale_temp_files_of_dead_writers_are_removed(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from jaxmem._files import clean_stale
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store = Store(str(tmp_path / "s"))
+    os.makedirs(store.records_dir)
+    stale = os.path.join(store.records_dir, f".tmp-{socket.gethostname()}-{dead.pid}-abc.part")
+    live = os.path.join(store.records_dir, f".tmp-{socket.gethostname()}-{os.getpid()}-abc.part")
+    for path in (stale, live):
+        open(path, "w").close()
+    cfg = make_config(d=8, p=10, problem="op", model="hebbian", kappa=None, knobs=Knobs(seeds=1))
+    store.write(cfg, [dict(config=cfg, seed=0)])
+    assert not os.path.exists(stale) and os.path.exists(live), "only a dead writer's file goes"
+    assert clean_stale(store.records_dir) == []
+
+
+def test_fault_figures_are_written_atomically_and_group_readable(tmp_path):
+    import matplotlib.pyplot as plt
+    from jaxmem._plot import _save
+
+    old = os.umask(0o022)
+    try:
+        fig, _ = plt.subplots()
+        name = _save(fig, str(tmp_path), "f")
+    finally:
+        os.umask(old)
+    assert name == "f.png"
+    for ext in ("png", "pdf"):
+        assert stat.S_IMODE(os.stat(tmp_path / f"f.{ext}").st_mode) == 0o644
+    assert [f for f in os.listdir(tmp_path) if f.startswith(".tmp")] == []
+
+
+def test_fault_python_api_refuses_bad_values_and_accepts_numpy_scalars():
+    import jax
+    import jax.numpy as jnp
+    import jaxmem as jm
+    import numpy as np
+    from jaxmem import theory as th
+
+    tasks = jm.make_tasks(jax.random.key(0), n=3, d=8, p=10)
+    for kwargs, name in [
+        (dict(lr=[0.1, 0.2]), "lr"),
+        (dict(lr=None), "lr"),
+        (dict(block=0), "block"),
+        (dict(kappa=0.5), "kappa"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            jm.train(jm.FullRank, tasks, progress=False, **kwargs)
+    with pytest.raises(ValueError, match="key"):
+        jm.make_tasks(0, n=2, d=8, p=10)
+    with pytest.raises(ValueError, match="alpha"):
+        jm.p_from_alpha(8, True)
+    with pytest.raises(ValueError, match="alpha"):
+        jm.p_from_alpha(8, 1e-12)
+    assert jm.p_from_alpha(8, np.float32(0.5)) == jm.p_from_alpha(8, 0.5)
+    assert jm.rank_of(8, kappa=np.float32(0.5)) == 4
+    assert float(th.hebbian(np.int64(8), 10).accuracy) == float(th.hebbian(8, 10).accuracy)
+    with jax.enable_x64(True):  # float64 tasks train in float64
+        t64 = jm.make_tasks(jax.random.key(0), n=2, d=8, p=10, dtype=jnp.float64)
+        run = jm.train(jm.FullRank, t64, steps=50, progress=False)
+    assert run.model.W.dtype == jnp.float64

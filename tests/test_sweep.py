@@ -7,9 +7,11 @@ import time
 
 import numpy as np
 import pytest
-from jaxmem._cli import main
 from jaxmem._estimate import _logistic_fit, estimate
-from jaxmem._sweep import atomic_write, Knobs, parse_grid, run_sweep, Store, SweepSpec
+from jaxmem._files import atomic_write
+from jaxmem._sweep import Knobs, run_sweep, Store, SweepSpec
+from jaxmem.cli import main
+from jaxmem.cli._common import ArgumentError, grid
 
 
 SWEEP = [
@@ -36,7 +38,7 @@ def _records(out):
 
 def _cli(args):
     return subprocess.Popen(
-        [sys.executable, "-m", "jaxmem._cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, "-m", "jaxmem.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
 
 
@@ -63,15 +65,32 @@ def test_killed_sweep_resumes_to_the_same_records(tmp_path):
     assert _records(cut) == expected
 
 
-def test_shards_from_two_processes_merge_into_one_folder(tmp_path):
-    """Multi-host path: two concurrent processes, each its slice, one shared folder; the merged
-    records equal a single process's run."""
-    args = ["sweep", "--d", "8", "--alpha", "0.3", "0.6", "0.9", "--seeds", "2", "--steps", "100", "--quiet"]
+def test_concurrent_shards_one_killed_lose_and_duplicate_nothing(tmp_path):
+    """The multi-host path: three processes write their slices into one folder at once; one of
+    them is killed with kill -9 mid-run and rerun. The merged records equal a single process's
+    run, each (config, seed) exactly once, and every command's log entry survives."""
     shared, one = str(tmp_path / "shared"), str(tmp_path / "one")
-    procs = [_cli(args + ["--out", shared, "--shard", f"{i}/2"]) for i in range(2)]
-    assert [p.wait() for p in procs] == [0, 0]
-    assert _cli(args + ["--out", one]).wait() == 0
-    assert _records(shared) == _records(one) and len(_records(one)) == 6
+    procs = [_cli(SWEEP + ["--out", shared, "--shard", f"{i}/3"]) for i in range(3)]
+    rec_dir = os.path.join(shared, "records")
+    t0 = time.time()
+    while time.time() - t0 < 120:
+        if os.path.isdir(rec_dir) and len([f for f in os.listdir(rec_dir) if f.endswith(".jsonl")]) >= 2:
+            break
+        time.sleep(0.02)
+    assert procs[0].poll() is None, "shard 0 must still be running when it is killed"
+    procs[0].send_signal(signal.SIGKILL)
+    assert [p.wait() for p in procs] == [-signal.SIGKILL, 0, 0]
+    assert _cli(SWEEP + ["--out", shared, "--shard", "0/3"]).wait() == 0
+    assert _cli(SWEEP + ["--out", one]).wait() == 0
+    recs = Store(shared).records()
+    assert len({(r["id"], r["seed"]) for r in recs}) == len(recs) == 20, "none lost, none duplicated"
+    assert _records(shared) == _records(one)
+    assert len(Store(shared).commands()) == 4, "every command's log entry survives"
+    assert not [
+        f
+        for f in os.listdir(rec_dir)
+        if f.endswith(".jsonl") and Store(shared)._read(os.path.join(rec_dir, f)) is None
+    ]
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path):
@@ -86,10 +105,12 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
 
 
 def test_parse_grid():
-    assert parse_grid(["0.3:1.2:4"]) == pytest.approx([0.3, 0.6, 0.9, 1.2])
-    assert parse_grid(["0.5", "0.7"]) == [0.5, 0.7]
-    with pytest.raises(ValueError):
-        parse_grid(["1:2"])
+    assert grid("--alpha", ["0.3:1.2:4"], integral=False, low=0.0) == pytest.approx([0.3, 0.6, 0.9, 1.2])
+    assert grid("--alpha", ["0.5", "0.7"], integral=False, low=0.0) == [0.5, 0.7]
+    assert grid("--p", ["10:20:3"], integral=True, low=2) == [10, 15, 20]
+    for spec in (["1:2"], ["0.1:1:100000000"], ["a"]):
+        with pytest.raises(ArgumentError, match="--alpha"):
+            grid("--alpha", spec, integral=False, low=0.0)
 
 
 def test_logistic_fit_recovers_transition():

@@ -21,6 +21,7 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from .._tasks import dp_candidates, Task
+from .._validate import InvalidArgument
 
 
 HIGHEST = lax.Precision.HIGHEST
@@ -93,7 +94,7 @@ def constraints(task: Task, p, P: int | None = None) -> Constraints:
     generated from its key otherwise."""
     P = int(p) if P is None else int(P)
     if P > task.p:
-        raise ValueError(f"P must be <= task.p = {task.p}, got {P}")
+        raise InvalidArgument(f"P must be <= task.p = {task.p}, got {P}")
     E = task.inputs[:P]
     if task.problem == "op":
         C = task.targets[:P]

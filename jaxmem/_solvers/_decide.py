@@ -36,7 +36,7 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from .._tasks import Task
-from .._validate import check_int, check_real
+from .._validate import check_int, check_real, InvalidArgument
 from ._constraints import batch_constraints, Constraints
 from ._runner import AbstractEnsembleSolver, run_ensemble
 
@@ -468,19 +468,18 @@ def decide(
 
     **Returns:** a `Decision` with one entry per task.
     """
-    from .._models import rank_of
+    from .._models import resolve_kappa
 
     if tasks.inputs.ndim != 3:
-        raise ValueError("tasks must be a batch from make_tasks (leading ensemble axis)")
+        raise InvalidArgument("tasks must be a batch from make_tasks (leading ensemble axis)")
     n, P, d = tasks.inputs.shape
     if model not in ("full", "factored"):
-        raise ValueError(f"model must be 'full' or 'factored', got {model!r}")
-    if model == "full" and kappa is not None:
-        raise ValueError("kappa applies to the factored model only")
+        raise InvalidArgument(f"model must be 'full' or 'factored', got {model!r}")
     ps = np.broadcast_to(np.asarray(P if p is None else p), (n,))
     if not (np.issubdtype(ps.dtype, np.integer) and np.all((ps >= 2) & (ps <= P))):
-        raise ValueError(f"p must be integers in [2, {P}], got {ps.tolist()}")
+        raise InvalidArgument(f"p must be integers in [2, {P}], got {ps.tolist()}")
     Pb = int(ps.max())
     cons = batch_constraints(tasks, ps, Pb)
-    rank = rank_of(d, kappa=kappa) if model == "factored" else None
+    m, _ = resolve_kappa(model, d, kappa)
+    rank = m if model == "factored" else None
     return decide_constraints(cons, rank=rank, W0=W0, config=config)

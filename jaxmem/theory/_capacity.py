@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
 
+from .._validate import check_positive, InvalidArgument
 from ._common import default_key, f64, float64
 from ._spectra import F
 
@@ -81,17 +82,17 @@ def project(z1, top, margin=0.0) -> Projection:
 
 def _check_p(p):
     if isinstance(p, (int, float)) and not (p >= 2):
-        raise ValueError(f"p must be >= 2 (or inf), got {p!r}")
+        raise InvalidArgument(f"p must be >= 2 (or inf), got {p!r}")
 
 
 def _check_kappa(kappa):
     if isinstance(kappa, (int, float)) and not (0 < kappa <= 1):
-        raise ValueError(f"kappa must be in (0, 1], got {kappa!r}")
+        raise InvalidArgument(f"kappa must be in (0, 1], got {kappa!r}")
 
 
 def _check_margin(margin):
     if isinstance(margin, (int, float)) and not (margin >= 0 and math.isfinite(margin)):
-        raise ValueError(f"margin must be finite and >= 0, got {margin!r}")
+        raise InvalidArgument(f"margin must be finite and >= 0, got {margin!r}")
 
 
 @float64
@@ -215,6 +216,8 @@ def capacity(
     _check_p(p)
     _check_kappa(kappa)
     _check_margin(margin)
+    if isinstance(se_target, (int, float)):
+        check_positive("se_target", se_target)
     if isinstance(p, (int, float)) and math.isinf(p):
         z = jnp.zeros(())
         return Capacity(F(f64(kappa)) / 2, z, jnp.inf * jnp.ones(()), z, z)

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import log_ndtr
 
+from .._validate import check_choice, check_int
 from ._common import default_key, f64, float64
 
 
@@ -59,18 +60,15 @@ def target_samples(key, d: int, p: int, n: int):
 
 
 def _check(d, p, problem):
-    if not isinstance(d, int) or d < 2:
-        raise ValueError(f"d must be an integer >= 2, got {d!r}")
-    if not isinstance(p, int) or p < 2:
-        raise ValueError(f"p must be an integer >= 2, got {p!r}")
-    if problem not in ("op", "dp"):
-        raise ValueError(f"problem must be op or dp, got {problem!r}")
+    d, p = check_int("d", d, 2), check_int("p", p, 2)
+    check_choice("problem", problem, ("op", "dp"))
+    return d, p
 
 
 @float64
 def hebbian(d: int, p: int, problem: str = "op", *, key=None, samples: int = DEFAULT_SAMPLES) -> Hebbian:
     """Finite-size Hebbian accuracy and probability that all `p` are stored."""
-    _check(d, p, problem)
+    d, p = _check(d, p, problem)
     x, sigma = target_samples(default_key(key), d, p, samples)
     if problem == "op":
         x = x / sigma

@@ -11,6 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
 
+from .._validate import InvalidArgument
 from ._common import f64, float64
 
 
@@ -29,6 +30,6 @@ def kappa_r(r):
 def listwise_alpha_c(r):
     """`alpha_G,c(r) = 1 / E[(kappa_r - G)_+^2]`, `r in (0, 1]`."""
     if isinstance(r, (int, float)) and not (0 < r <= 1):
-        raise ValueError(f"r must be in (0, 1], got {r!r}")
+        raise InvalidArgument(f"r must be in (0, 1], got {r!r}")
     k = kappa_r(r)
     return 1.0 / ((k * k + 1) * ndtr(k) + k * _pdf(k))

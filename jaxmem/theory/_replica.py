@@ -23,6 +23,7 @@ import numpy as np
 import optimistix as optx
 from jax.scipy.special import log_ndtr
 
+from .._validate import check_int, check_memory, InvalidArgument
 from ._common import default_key, f64, float64
 
 
@@ -137,13 +138,15 @@ def _solve(alpha, p, margin, z, u0, nodes, rtol, max_steps):
     return Saddle(q, phi, res, status, sol.stats["num_steps"], alpha_G), u
 
 
-def _check(alpha, p, margin):
+def _check(alpha, p, margin, samples):
     if isinstance(alpha, (int, float)) and not (alpha > 0 and np.isfinite(alpha)):
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
-    if not isinstance(p, (int, np.integer)) or p < 2:
-        raise ValueError(f"p must be an integer >= 2, got {p!r}")
+        raise InvalidArgument(f"alpha must be a finite number > 0, got {alpha!r}")
+    check_int("p", p, 2)
+    check_int("samples", samples, 1)
+    # the (samples, p) fields and a few temporaries of that size, in float64
+    check_memory("p and samples", 8.0 * 8 * samples * p)
     if isinstance(margin, (int, float)) and not (margin >= 0 and np.isfinite(margin)):
-        raise ValueError(f"margin must be finite and >= 0, got {margin!r}")
+        raise InvalidArgument(f"margin must be finite and >= 0, got {margin!r}")
 
 
 @float64
@@ -164,7 +167,7 @@ def saddle(
     Never raises inside transformations: an unconverged or absent solution is reported in
     `status`. Differentiable in `alpha` and `margin` by the implicit function theorem.
     """
-    _check(alpha, p, margin)
+    _check(alpha, p, margin, samples)
     z = _samples(key, p, samples)
     u0 = jnp.log1p(-f64(q0))
     return _solve(f64(alpha), p, f64(margin), z, u0, nodes, rtol, max_steps)[0]
@@ -186,7 +189,7 @@ def saddle_path(
     """Continuation along an increasing grid of loads: each solve starts from the previous `q*`
     (restarting from `q0` after a failure). Returns a `Saddle` with a leading grid axis."""
     alphas = f64(alphas)
-    _check(p=p, alpha=1.0, margin=margin)
+    _check(p=p, alpha=1.0, margin=margin, samples=samples)
     z = _samples(key, p, samples)
     u_init = jnp.log1p(-f64(q0))
 

@@ -1,24 +1,28 @@
-"""`jaxmem theory ...` subcommands."""
+"""`jaxmem theory ...`: the theory's predictions, in float64. This module reads only
+`jaxmem.theory`."""
 
 from __future__ import annotations
 
 import math
 
+from ._common import integer, print_json, real
+
 
 def _emit(a, obj, text):
-    from .._cli import _print_json
-
     if a.json:
-        _print_json(obj)
+        print_json(obj)
     else:
         print(text)
 
 
-def _capacity(a):
-    from ._capacity import capacity
+def _num(x):
+    x = float(x)
+    return x if math.isfinite(x) else None
 
-    if not (a.p >= 2):
-        raise ValueError(f"p must be >= 2 (or inf), got {a.p}")
+
+def _capacity(a):
+    from ..theory import capacity
+
     c = capacity(a.p if math.isinf(a.p) else float(a.p), a.kappa, a.margin, se_target=a.se_target)
     out = dict(
         p=a.p if math.isfinite(a.p) else "inf",
@@ -41,14 +45,12 @@ def _capacity(a):
 
 
 def _saddle(a):
-    from ._replica import saddle, STATUS
+    from ..theory import saddle, STATUS
 
-    if a.p != int(a.p):
-        raise ValueError(f"p must be an integer >= 2, got {a.p}")
-    s = saddle(a.alpha, int(a.p), a.margin, samples=a.samples)
+    s = saddle(a.alpha, a.p, a.margin, samples=a.samples)
     out = dict(
         alpha=a.alpha,
-        p=int(a.p),
+        p=a.p,
         margin=a.margin,
         alpha_G=float(s.alpha_G),
         q=_num(s.q),
@@ -60,13 +62,8 @@ def _saddle(a):
     _emit(a, out, "  ".join(f"{k}={v}" for k, v in out.items()))
 
 
-def _num(x):
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
 def _hebbian(a):
-    from ._hebbian import hebbian, hebbian_asymptotic
+    from ..theory import hebbian, hebbian_asymptotic
 
     h = hebbian(a.d, a.p, a.problem)
     out = dict(
@@ -83,36 +80,36 @@ def _hebbian(a):
 
 
 def _listwise(a):
-    from ._listwise import kappa_r, listwise_alpha_c
+    from ..theory import kappa_r, listwise_alpha_c
 
     out = dict(r=a.r, kappa_r=float(kappa_r(a.r)), alpha_G_c=float(listwise_alpha_c(a.r)))
     _emit(a, out, f"r={a.r}  kappa_r={out['kappa_r']:.4f}  alpha_G_c={out['alpha_G_c']:.4f}")
 
 
-def add_theory_commands(sub):
-    from .._cli import _float
-
+def add_commands(sub) -> None:
     th = sub.add_parser("theory", help="theory predictions (float64)")
     ts = th.add_subparsers(dest="theory_cmd", required=True, parser_class=type(th))
     c = ts.add_parser("capacity", help="alpha_c(p, kappa) = ln p F(kappa) / E dist^2")
-    c.add_argument("--p", type=_float, required=True, help="number of associations, or inf")
-    c.add_argument("--kappa", type=float, default=1.0)
-    c.add_argument("--margin", type=float, default=0.0)
-    c.add_argument("--se-target", type=float, default=0.0015, help="standard error to reach on alpha_c")
+    c.add_argument("--p", type=real(2.0, allow_inf=True), required=True, help="associations, or inf")
+    c.add_argument("--kappa", type=real(0.0, 1.0, low_open=True), default=1.0)
+    c.add_argument("--margin", type=real(0.0), default=0.0)
+    c.add_argument(
+        "--se-target", type=real(0.0, low_open=True), default=0.0015, help="standard error to reach"
+    )
     c.set_defaults(func=_capacity)
     s = ts.add_parser("saddle", help="RS saddle point q*(alpha) at load alpha = p ln p / d^2")
-    s.add_argument("--alpha", type=float, required=True)
-    s.add_argument("--p", type=float, required=True)
-    s.add_argument("--margin", type=float, default=0.0)
-    s.add_argument("--samples", type=int, default=256)
+    s.add_argument("--alpha", type=real(0.0, low_open=True), required=True)
+    s.add_argument("--p", type=integer(2), required=True)
+    s.add_argument("--margin", type=real(0.0), default=0.0)
+    s.add_argument("--samples", type=integer(1), default=256)
     s.set_defaults(func=_saddle)
     h = ts.add_parser("hebbian", help="finite-size Hebbian accuracy and P(all stored)")
-    h.add_argument("--d", type=int, required=True)
-    h.add_argument("--p", type=int, required=True)
+    h.add_argument("--d", type=integer(2), required=True)
+    h.add_argument("--p", type=integer(2), required=True)
     h.add_argument("--problem", default="op", choices=["op", "dp"])
     h.set_defaults(func=_hebbian)
     lw = ts.add_parser("listwise", help="tail-average-margin capacity alpha_G,c(r)")
-    lw.add_argument("--r", type=float, required=True)
+    lw.add_argument("--r", type=real(0.0, 1.0, low_open=True), required=True)
     lw.set_defaults(func=_listwise)
     for sp in (c, s, h, lw):
         sp.add_argument("--json", action="store_true")

@@ -1,0 +1,178 @@
+"""What every subcommand shares: the parser, argument types that name their argument, strict
+JSON output, and `main`, whose `ArgumentError` is the one path to exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from .._validate import InvalidArgument
+
+
+class ArgumentError(Exception):
+    """A bad command line: printed as one line, exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ArgumentError(f"{self.prog}: {message}")
+
+
+# Work that no 2-core machine or single accelerator finishes: refused, not started.
+MAX_GRID = 10_000
+
+
+def integer(low: int, high: int | None = None):
+    """An argparse type: a decimal integer in `[low, high]` (no `2.7`, `inf` or `1e300`)."""
+
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            v = None
+        if v is None or v < low or (high is not None and v > high):
+            rng = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise argparse.ArgumentTypeError(f"must be an integer {rng}, got {s!r}")
+        return v
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def real(low: float | None = None, high: float | None = None, *, low_open=False, allow_inf=False):
+    """An argparse type: a real number, finite unless `allow_inf`, in the given bounds."""
+
+    def parse(s: str) -> float:
+        try:
+            v = float(s)
+        except ValueError:
+            v = math.nan
+        ok = not math.isnan(v) and (allow_inf or math.isfinite(v))
+        ok = ok and (low is None or v > low or (v == low and not low_open))
+        ok = ok and (high is None or v <= high)
+        if not ok:
+            want = ["finite" if not allow_inf else "a number"]
+            if low is not None:
+                want.append(f"{'>' if low_open else '>='} {low:g}")
+            if high is not None:
+                want.append(f"<= {high:g}")
+            raise argparse.ArgumentTypeError(f"must be {' and '.join(want)}, got {s!r}")
+        return v
+
+    parse.__name__ = "real"
+    return parse
+
+
+def grid(flag: str, spec: list[str], *, integral: bool, low: float) -> list[float]:
+    """`["START:STOP:N"]` (N evenly spaced points) or a list of numbers, checked as `flag`."""
+    if len(spec) == 1 and ":" in spec[0]:
+        parts = spec[0].split(":")
+        if len(parts) != 3:
+            raise ArgumentError(f"argument {flag}: a grid is START:STOP:N, got {spec[0]!r}")
+        a, b = (real(low)(x) if not integral else float(integer(int(low))(x)) for x in parts[:2])
+        try:
+            n = integer(1, MAX_GRID)(parts[2])
+        except argparse.ArgumentTypeError as e:
+            raise ArgumentError(f"argument {flag}: grid size N {e}") from None
+        import numpy as np
+
+        vals = list(np.linspace(a, b, n)) if n > 1 else [a]
+        return [float(round(v)) for v in vals] if integral else [float(v) for v in vals]
+    if len(spec) > MAX_GRID:
+        raise ArgumentError(f"argument {flag}: at most {MAX_GRID} values, got {len(spec)}")
+    conv = integer(int(low)) if integral else real(low, low_open=True)
+    out = []
+    for x in spec:
+        try:
+            out.append(conv(x))
+        except argparse.ArgumentTypeError as e:
+            raise ArgumentError(f"argument {flag}: {e}") from None
+    return out
+
+
+def parse_shard(spec: str | None) -> tuple[int, int]:
+    """`--shard i/n`: this process runs every n-th unit of work from the i-th."""
+    if not spec:
+        return 0, 1
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise ArgumentError(f"argument --shard: must be i/n, got {spec!r}") from None
+    if not (n >= 1 and 0 <= i < n):
+        raise ArgumentError(f"argument --shard: must be i/n with 0 <= i < n, got {spec!r}")
+    return i, n
+
+
+def finite(obj):
+    """`obj` with every non-finite float replaced by None (JSON has no NaN or infinity); a dict
+    that had any gets a `nonfinite` list naming those keys, saying why they are null."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        out = {k: finite(v) for k, v in obj.items()}
+        bad = [k for k, v in obj.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
+        if bad:
+            out["nonfinite"] = bad
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, np.ndarray):
+        return finite(obj.tolist())
+    return obj
+
+
+def _default(x):
+    import numpy as np
+
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(f"not JSON serialisable: {type(x)}")
+
+
+def print_json(obj) -> None:
+    print(json.dumps(finite(obj), allow_nan=False, default=_default))
+
+
+def table(rows, cols) -> str:
+    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
+    lines += ["  ".join(str(r[c]).rjust(w) for c, w in zip(cols, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def build_parser() -> Parser:
+    from . import study, theory, train
+
+    p = Parser(prog="jaxmem", description=sys.modules["jaxmem.cli"].__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
+    for module in (train, study, theory):
+        module.add_commands(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    """Run `jaxmem ARGS`: 0 on success, 2 with one line on a bad argument, 1 with one line on
+    any other failure (never a traceback)."""
+    try:
+        parser = build_parser()
+        a = parser.parse_args(argv)
+        try:
+            a.func(a)
+        except InvalidArgument as e:  # a library check of a value the user gave
+            raise ArgumentError(f"jaxmem {a.cmd}: error: {str(e).splitlines()[0]}") from None
+    except ArgumentError as e:
+        print(str(e).splitlines()[0], file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("jaxmem: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # one readable line, never a traceback
+        print(f"jaxmem: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,346 @@
+"""`jaxmem sweep`, `capacity`, `report` and `demo`: studies that write a folder, and the
+read-only commands that summarise one."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+from ._common import ArgumentError, grid, integer, parse_shard, print_json, real
+from .train import add_train_knobs, train_knobs
+
+
+DEMO_DS = (16, 24, 32)
+DEMO_FACTORED = (24, 0.5)
+
+
+def _fmt(x, nd=3):
+    from .._study import fmt
+
+    return fmt(x, nd)
+
+
+def _print_table(rows, cols, file=sys.stdout):
+    """One line per row; `cols` are `(header, width, row -> text)`, the last left-aligned."""
+    print(
+        " ".join(h.rjust(w) if k < len(cols) - 1 else " " + h for k, (h, w, _) in enumerate(cols)), file=file
+    )
+    for r in rows:
+        cells = [f(r) for _, _, f in cols]
+        print(" ".join(c.rjust(w) for c, (_, w, _) in zip(cells[:-1], cols)) + "  " + cells[-1], file=file)
+
+
+def _ci(r):
+    return f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+
+
+_HEAD = [
+    ("d", 4, lambda r: str(r["d"])),
+    ("problem", 7, lambda r: r["problem"]),
+    ("model", 9, lambda r: r["model"]),
+    ("kappa", 5, lambda r: f"{r['kappa']:.2f}"),
+]
+_TAIL = [
+    ("p_c", 8, lambda r: _fmt(r["p_c"], 1)),
+    ("alpha_c", 8, lambda r: _fmt(r["alpha_c"])),
+    ("95% CI", 17, _ci),
+    ("theory", 7, lambda r: _fmt(r.get("theory_alpha_c"))),
+]
+
+
+def print_rows(rows, file=sys.stdout):
+    """The rows of a folder of sweep records (logistic estimates)."""
+    from .._study import verdict
+
+    _print_table(rows, _HEAD + _TAIL + [("verdict", 0, verdict)], file)
+
+
+def _print_threshold_rows(rows, file=sys.stdout):
+    """The rows of certified (or Adam) threshold measurements."""
+    extra = [("solver", 9, lambda r: r["solver"]), ("seeds", 5, lambda r: str(r["seeds"]))]
+    undecided = [("undecided", 9, lambda r: str(r["undecided"]))]
+    verdict = [("verdict", 0, lambda r: r.get("theory_verdict", ""))]
+    _print_table(rows, _HEAD + extra + _TAIL + undecided + verdict, file)
+
+
+def _knobs(a):
+    from .._sweep import Knobs
+
+    return Knobs(seeds=a.seeds, seed0=a.seed0, embedding=a.embedding, **train_knobs(a))
+
+
+def _existing_folder(path: str) -> str:
+    if not os.path.isdir(path):
+        raise ArgumentError(f"jaxmem: error: argument dir: no such folder: {path!r}")
+    return path
+
+
+def _cmd_sweep(a):
+    from .._sweep import run_sweep, Store, SweepSpec
+
+    i, n = parse_shard(a.shard)
+    spec = SweepSpec(
+        ds=a.d,
+        problems=a.problem,
+        models=a.model,
+        kappas=a.kappa,
+        alphas=grid("--alpha", a.alpha, integral=False, low=0.0) if a.alpha else None,
+        ps=[int(x) for x in grid("--p", a.p, integral=True, low=2)] if a.p else None,
+        knobs=_knobs(a),
+    )
+    cfgs = spec.configs()  # validates every config before anything is written
+    if a.plan:
+        print(json.dumps(dict(units=len(cfgs))) if a.json else f"{len(cfgs)} units of work")
+        return
+    store = Store(a.out)
+    store.note_command(sys.argv)
+    run_sweep(spec, a.out, shard=(i, n), progress=not (a.quiet or a.json), log=None if a.json else sys.stderr)
+    if a.json:
+        print_json(dict(out=a.out, configs=len(cfgs[i::n]), records=len(store.records())))
+
+
+def _measurement_points(a) -> list[dict]:
+    from .._measure import point_configs
+    from .._solvers._adam import AdamConfig
+    from .._solvers._decide import DecideConfig
+
+    if a.model == "factored" and not a.kappa:
+        raise ArgumentError("jaxmem capacity: error: argument --kappa: required with --model factored")
+    dcfg = DecideConfig(tol=a.tol)
+    acfg = AdamConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale)
+    units = []
+    for d in a.d:
+        for problem in a.problem:
+            for kappa in a.kappa or [None]:
+                for solver in a.solver:
+                    units += point_configs(
+                        d=d,
+                        problem=problem,
+                        model=a.model,
+                        kappa=kappa,
+                        solver=solver,
+                        seeds=a.seeds,
+                        seed0=a.seed0,
+                        group=a.group,
+                        embedding=a.embedding,
+                        decide_config=dcfg,
+                        adam_config=acfg,
+                    )
+    return units
+
+
+def _cmd_capacity(a):
+    from .._estimate import compare_op_dp, estimate, public
+    from .._measure import adam_vs_certified, compare, measure, threshold_rows
+    from .._sweep import Store
+
+    if (a.dir is None) == (a.d is None):
+        raise ArgumentError(
+            "jaxmem capacity: error: argument dir: give a folder to read, or --d to measure "
+            "(with --out DIR to keep the records)"
+        )
+    if a.d is not None:
+        units = _measurement_points(a)
+        if a.plan:
+            print(json.dumps(dict(units=len(units))) if a.json else f"{len(units)} units of work")
+            return
+        shard = parse_shard(a.shard)
+        store = Store(a.out) if a.out else None
+        if store is not None:
+            store.note_command(sys.argv)
+        recs = measure(units, store=store, shard=shard, log=None if (a.json or a.quiet) else sys.stderr)
+        sweep_rows = []
+    else:
+        store = Store(_existing_folder(a.dir))
+        everything = store.records()
+        recs = [r for r in everything if r.get("kind") == "threshold"]
+        sweep = [r for r in everything if r.get("kind") != "threshold"]
+        if not recs and not sweep:
+            raise ArgumentError(f"jaxmem capacity: error: argument dir: no records under {a.dir!r}")
+        sweep_rows = estimate(sweep) if sweep else []
+    rows = [dict(r, kind="threshold") for r in threshold_rows(recs)]
+    op_dp = [
+        dict(c, kind="threshold", model="full", solver=solver)
+        for solver in ("certified", "adam")
+        for c in compare(
+            recs,
+            dict(problem="op", model="full", solver=solver),
+            dict(problem="dp", model="full", solver=solver),
+        )
+    ]
+    avc = adam_vs_certified(recs)
+    if a.json:
+        rows += [dict(r, kind="sweep") for r in public(sweep_rows)]
+        op_dp += [dict(c, kind="sweep") for c in compare_op_dp(sweep_rows)] if sweep_rows else []
+        print_json(dict(rows=rows, op_vs_dp=op_dp, adam_vs_certified=avc))
+        return
+    if rows:
+        _print_threshold_rows(rows)
+    for c in op_dp:
+        tail = (
+            ""
+            if c["verdict"] == "differ"
+            else f" (about {c['seeds_to_decide']} seeds per side would decide it)"
+        )
+        print(
+            f"OP - DP ({c['solver']}) at d={c['d']}: {c['diff']:+.4f} "
+            f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]: {c['verdict']}{tail}"
+        )
+    for c in avc:
+        print(
+            f"adam vs certified at d={c['d']} {c['problem']} {c['model']}: {c['fraction_below']:.2f} of "
+            f"seeds below, capacity lost {c['lost']:+.4f}"
+        )
+    if sweep_rows:
+        print_rows(sweep_rows)
+
+
+def _cmd_report(a):
+    from .._estimate import public
+    from .._study import write_report
+
+    path, rows = write_report(_existing_folder(a.dir))
+    if a.json:
+        print_json(dict(out=a.dir, report=path, rows=public(rows)))
+    else:
+        print(f"report: {path}")
+
+
+def _cmd_demo(a):
+    """CPU-sized study: adaptive capacity search for OP, DP and Hebbian at a few d, one factored
+    case, the data of the figures, then the report."""
+    from .. import theory as th
+    from .._estimate import public
+    from .._models import resolve_kappa
+    from .._study import prepare_figures, write_report
+    from .._sweep import search_capacity, Store
+
+    t0 = time.perf_counter()
+    knobs = _knobs(a)
+    d_f = a.factored_d
+    if d_f:
+        resolve_kappa("factored", d_f, a.factored_kappa)
+    store = Store(a.out)
+    store.note_command(sys.argv)
+    log = None if a.json else sys.stderr
+    progress = not (a.quiet or a.json)
+    for d in a.ds:
+        guess = float(th.alpha_c(float(max(2, round(d * d / math.log(d * d))))))
+        for problem in ("op", "dp"):
+            search_capacity(
+                store,
+                d=d,
+                problem=problem,
+                model="full",
+                knobs=knobs,
+                alpha0=guess,
+                progress=progress,
+                log=log,
+            )
+        search_capacity(store, d=d, problem="op", model="hebbian", knobs=knobs, alpha0=0.06, log=log)
+    if d_f:
+        kappa = a.factored_kappa
+        guess = float(th.alpha_c(float(d_f * d_f / math.log(d_f * d_f)), kappa=kappa))
+        search_capacity(
+            store,
+            d=d_f,
+            problem="op",
+            model="factored",
+            kappa=kappa,
+            knobs=knobs,
+            alpha0=guess,
+            progress=progress,
+            log=log,
+        )
+        if d_f not in a.ds:
+            search_capacity(
+                store,
+                d=d_f,
+                problem="op",
+                model="full",
+                knobs=knobs,
+                alpha0=guess / float(th.F(kappa)),
+                progress=progress,
+                log=log,
+            )
+    prepare_figures(store)
+    path, rows = write_report(a.out)
+    if a.json:
+        print_json(dict(out=a.out, report=path, rows=public(rows), seconds=time.perf_counter() - t0))
+    else:
+        print_rows(rows)
+        print(f"\nreport: {path}   ({time.perf_counter() - t0:.0f} s)")
+
+
+def _factored_d(s: str) -> int:
+    return 0 if s == "0" else integer(2)(s)
+
+
+def add_commands(sub) -> None:
+    from .._models import MODELS
+    from .._tasks import EMBEDDINGS, PROBLEMS
+    from .._threshold import SOLVERS
+
+    kappa = real(0.0, 1.0, low_open=True)
+    sw = sub.add_parser("sweep", help="run a resumable sweep into an output folder")
+    sw.add_argument("--d", type=integer(2), nargs="+", required=True)
+    g = sw.add_mutually_exclusive_group(required=True)
+    g.add_argument("--alpha", nargs="+", help="START:STOP:N or a list of loads")
+    g.add_argument("--p", nargs="+", help="START:STOP:N or a list of p")
+    sw.add_argument("--problem", nargs="+", default=["op"], choices=list(PROBLEMS))
+    sw.add_argument("--model", nargs="+", default=["full"], choices=list(MODELS))
+    sw.add_argument("--kappa", type=kappa, nargs="+", default=None, help="rank fractions (factored only)")
+    add_train_knobs(sw)
+    sw.add_argument("--shard", default=None, help="i/n: run every n-th config from the i-th (multi-host)")
+    sw.add_argument("--plan", action="store_true", help="print the number of units of work and stop")
+    sw.add_argument("--out", required=True)
+    sw.add_argument("--quiet", action="store_true")
+    sw.add_argument("--json", action="store_true")
+    sw.set_defaults(func=_cmd_sweep)
+
+    c = sub.add_parser("capacity", help="measure certified (or Adam) capacities, or read a folder's records")
+    c.add_argument(
+        "dir", nargs="?", default=None, help="a folder of records to read (sweeps or measurements)"
+    )
+    c.add_argument("--d", type=integer(2), nargs="+", default=None, help="measure at these dimensions")
+    c.add_argument("--problem", nargs="+", default=["op"], choices=list(PROBLEMS))
+    c.add_argument("--model", default="full", choices=["full", "factored"])
+    c.add_argument("--kappa", type=kappa, nargs="+", default=None)
+    c.add_argument("--solver", nargs="+", default=["certified"], choices=list(SOLVERS))
+    c.add_argument("--seeds", type=integer(1, 1_000_000), default=64)
+    c.add_argument("--seed0", type=integer(0, 2**31 - 1), default=0)
+    c.add_argument("--group", type=integer(1), default=16, help="seeds per unit of work (one record file)")
+    c.add_argument("--embedding", default="gaussian", choices=list(EMBEDDINGS))
+    c.add_argument(
+        "--tol",
+        type=real(0.0, 1.0, low_open=True),
+        default=1e-5,
+        help="tolerance of the unstorable certificate",
+    )
+    c.add_argument("--steps", type=integer(0), default=5000, help="Adam step budget")
+    c.add_argument("--lr", type=real(0.0, low_open=True), default=3e-2, help="Adam learning rate")
+    c.add_argument("--init-scale", type=real(0.0, low_open=True), default=1e-3)
+    c.add_argument("--out", default=None, help="keep the records here (resumable); default: keep nothing")
+    c.add_argument("--shard", default=None, help="i/n: run every n-th unit of work from the i-th")
+    c.add_argument("--plan", action="store_true", help="print the number of units of work and stop")
+    c.add_argument("--quiet", action="store_true")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=_cmd_capacity)
+
+    r = sub.add_parser("report", help="figures and report.md from a sweep folder (reads records only)")
+    r.add_argument("dir")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=_cmd_report)
+
+    d = sub.add_parser("demo", help="the main job: CPU-sized capacity study with report")
+    d.add_argument("--out", default="jaxmem-demo")
+    d.add_argument("--ds", type=integer(2), nargs="+", default=list(DEMO_DS))
+    d.add_argument("--factored-d", type=_factored_d, default=DEMO_FACTORED[0], help="0: no factored case")
+    d.add_argument("--factored-kappa", type=kappa, default=DEMO_FACTORED[1])
+    add_train_knobs(d)
+    d.add_argument("--quiet", action="store_true")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=_cmd_demo)

@@ -1,0 +1,93 @@
+"""Bad invocations of every subcommand, through the real console script: each exits 2 with
+exactly one line on stderr that names the argument, and writes nothing."""
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+
+# (the argument the message must name, the command line)
+BAD = [
+    ("--seeds", "train --d 8 --p 10 --seeds 0"),
+    ("--seeds", "train --d 8 --p 10 --seeds 1000000000"),
+    ("d, p", "train --d 1000000000 --p 2"),
+    ("--lr", "train --d 8 --p 10 --model hebbian --lr -5"),
+    ("--steps", "train --d 8 --p 10 --model hebbian --steps -3"),
+    ("--lr", "train --d 8 --p 10 --lr a"),
+    ("kappa", "train --d 8 --p 10 --kappa 0.5"),
+    ("alpha", "train --d 8 --alpha 1e-12"),
+    ("--d", "train --d 1 --p 3"),
+    ("--p", "sweep --d 8 --p inf --out X"),
+    ("--p", "sweep --d 8 --p 1e300 --out X"),
+    ("--p", "sweep --d 8 --p 2.7 --out X"),
+    ("--p", "sweep --d 8 --p a --out X"),
+    ("--kappa", "sweep --d 8 --p 10 --model hebbian --kappa 1.5 --out X"),
+    ("--kappa", "sweep --d 8 --p 10 --model hebbian --kappa nan --out X"),
+    ("kappa", "sweep --d 8 --p 10 --model hebbian --kappa 0.5 --out X"),
+    ("--alpha", "sweep --d 8 --alpha 0.1:1:100000000 --out X"),
+    ("--alpha", "sweep --d 8 --alpha 0.1:1 --out X"),
+    ("--shard", "sweep --d 8 --p 10 --shard 3/2 --out X"),
+    ("--shard", "sweep --d 8 --p 10 --shard x --out X"),
+    ("--seeds", "sweep --d 8 --p 10 --seeds 0 --out X"),
+    ("--lr", "sweep --d 8 --p 10 --lr 0 --out X"),
+    ("--init-scale", "sweep --d 8 --p 10 --init-scale 0 --out X"),
+    ("--seed0", "sweep --d 8 --p 10 --seed0 4294967296 --out X"),
+    ("--ds", "demo --ds 1 --out X"),
+    ("--ds", "demo --ds 0 --out X"),
+    ("--factored-kappa", "demo --factored-kappa 1.5 --out X"),
+    ("--factored-d", "demo --factored-d 1 --out X"),
+    ("--d", "capacity --d 1"),
+    ("--seeds", "capacity --d 16 --seeds 0 --out X"),
+    ("--tol", "capacity --d 16 --tol -1 --out X"),
+    ("--kappa", "capacity --d 16 --model factored --out X"),
+    ("kappa", "capacity --d 16 --kappa 0.5 --out X"),
+    ("--shard", "capacity --d 16 --shard 2/2 --out X"),
+    ("dir", "capacity missing"),
+    ("dir", "capacity"),
+    ("dir", "report missing"),
+    ("dir", "report missing --json"),
+    ("--p", "theory saddle --alpha 0.3 --p inf"),
+    ("p and samples", "theory saddle --alpha 0.3 --p 1000000000"),
+    ("p and samples", "theory saddle --alpha 0.3 --p 100 --samples 100000000"),
+    ("--samples", "theory saddle --alpha 0.3 --p 100 --samples -1"),
+    ("--alpha", "theory saddle --alpha 0 --p 100"),
+    ("--se-target", "theory capacity --p 100 --se-target -1"),
+    ("--se-target", "theory capacity --p 100 --se-target 0"),
+    ("--se-target", "theory capacity --p 100 --se-target nan"),
+    ("--p", "theory capacity --p 1"),
+    ("--kappa", "theory capacity --p 100 --kappa 0"),
+    ("--r", "theory listwise --r 2"),
+    ("--d", "theory hebbian --d 0 --p 10"),
+    ("--problem", "theory hebbian --d 8 --p 10 --problem xp"),
+]
+
+
+def _script():
+    exe = os.path.join(os.path.dirname(sys.executable), "jaxmem")
+    return exe if os.path.exists(exe) else shutil.which("jaxmem")
+
+
+def _run(case, root):
+    name, args = case
+    cwd = os.path.join(root, f"case{BAD.index(case)}")
+    os.makedirs(cwd)
+    r = subprocess.run([_script(), *args.split()], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return r, os.listdir(cwd)
+
+
+def test_bad_invocations_exit_2_with_one_line_naming_the_argument(tmp_path):
+    if _script() is None:
+        pytest.skip("the jaxmem console script is not installed")
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda c: _run(c, str(tmp_path)), BAD))
+    bad = []
+    for (name, args), (r, written) in zip(BAD, results):
+        lines = r.stderr.strip().splitlines()
+        ok = r.returncode == 2 and len(lines) == 1 and name in lines[0] and not written
+        if not ok:
+            bad.append(f"jaxmem {args}: rc={r.returncode}, stderr={lines[:3]}, wrote={written}")
+    assert not bad, "\n".join(bad)
