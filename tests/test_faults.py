@@ -136,6 +136,12 @@ def test_fault_report_on_diverged_records_reads_only(tmp_path, capsys):
     assert obj["report"].endswith("report.md") and os.path.exists(obj["report"])
     after = {k: v for k, v in _snapshot(out).items() if k.startswith(("records", "commands", "meta"))}
     assert after == before, "report trains nothing and writes no records"
+    assert main(["capacity", out, "--json"]) == 0  # all runs diverged: no estimate, strict JSON
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows and all(r["alpha_c"] is None and "alpha_c" in r["nonfinite"] for r in rows)
+    assert main(["sweep", "--d", "8", "--p", "10", "14", "--out", str(tmp_path / "plan"), "--plan"]) == 0
+    assert capsys.readouterr().out.strip() == "2 units of work"
+    assert not os.path.exists(tmp_path / "plan"), "--plan writes nothing"
 
 
 def test_fault_stale_temp_files_of_dead_writers_are_removed(tmp_path):
