@@ -2,7 +2,6 @@
 
 import json
 import os
-import platform
 import time
 
 import jax
@@ -10,15 +9,9 @@ import jax.numpy as jnp
 
 
 def machine() -> dict:
-    return dict(
-        cpus=os.cpu_count(),
-        platform=platform.platform(),
-        python=platform.python_version(),
-        jax=jax.__version__,
-        backend=jax.default_backend(),
-        device=jax.devices()[0].device_kind,
-        n_devices=jax.device_count(),
-    )
+    from jaxmem._provenance import device_info, versions
+
+    return dict(device_info(), versions=versions())
 
 
 def write(name: str, res: dict) -> str:

@@ -40,7 +40,7 @@ def main():
     res = dict(
         d=D,
         p=p,
-        alpha=jm.load(D, p),
+        alpha=jm.alpha_of(D, p),
         n=N,
         steps=STEPS,
         seconds=elapsed,

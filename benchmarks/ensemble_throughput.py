@@ -108,7 +108,7 @@ def main():
         p=p,
         vmapped_ms_per_step=1e3 * t_vmap / STEPS,
         **prof,
-        alpha=jm.load(D, p),
+        alpha=jm.alpha_of(D, p),
         steps=STEPS,
         vmapped_s=t_vmap,
         loop_jitted_s=t_loop,

@@ -6,11 +6,10 @@ continuation. Prints a table and writes benchmarks/results/theory_timing.json.
 
 import json
 import os
-import platform
 import time
 
-import jax
 import numpy as np
+from _common import machine
 from jaxmem import theory as th
 
 
@@ -29,12 +28,7 @@ def main():
     q = np.asarray(path.q)
     t_saddle = time.perf_counter() - t
     res = dict(
-        machine=dict(
-            cpus=os.cpu_count(),
-            platform=platform.platform(),
-            jax=jax.__version__,
-            device=jax.devices()[0].device_kind,
-        ),
+        machine=machine(),
         alpha_c_50=dict(
             seconds=t_cap,
             p_min=10,

@@ -13,6 +13,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from ._tasks import alpha_of
+
 
 N_BOOT = 400
 
@@ -44,7 +46,7 @@ def _p_c(x, y):
 
 
 def _alpha(p, d):
-    return p * math.log(p) / d**2 if np.isfinite(p) and p > 1 else math.nan
+    return alpha_of(d, float(p))
 
 
 def _accuracy_crossing(alphas, accs):

@@ -13,8 +13,8 @@ import numpy as np
 
 from ._metrics import ensemble_metrics
 from ._models import hebbian, MODELS, resolve_kappa
-from ._tasks import EMBEDDINGS, load, make_tasks, MATERIALISE_LIMIT, p_from_alpha, PROBLEMS
-from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, train, train_bytes
+from ._tasks import alpha_of, EMBEDDINGS, make_tasks, MATERIALISE_LIMIT, p_from_alpha, PROBLEMS
+from ._train import train, train_bytes, TrainConfig
 from ._validate import check_choice, check_int, check_memory, InvalidArgument
 
 
@@ -34,9 +34,7 @@ def run_experiment(
     kappa: float | None = None,
     seeds: int = 8,
     seed0: int = 0,
-    steps: int = DEFAULT_STEPS,
-    lr: float = DEFAULT_LR,
-    init_scale: float = DEFAULT_INIT_SCALE,
+    config: TrainConfig | None = None,
     embedding: str = "gaussian",
     progress: bool = False,
     keep_metrics: bool = False,
@@ -52,6 +50,7 @@ def run_experiment(
     check_choice("embedding", embedding, EMBEDDINGS)
     seeds = check_int("seeds", seeds, 1)
     p = resolve_p(d, p, alpha)
+    config = TrainConfig() if config is None else config
     m, kappa_eff = resolve_kappa(model, d, kappa)
     dp_materialised = problem == "dp" and p * p * d <= MATERIALISE_LIMIT
     check_memory("d, p and seeds", train_bytes(seeds, d, p, m, dp_materialised))
@@ -68,15 +67,7 @@ def run_experiment(
             final_loss=[None] * seeds,
         )
     else:
-        run = train(
-            model,
-            tasks,
-            steps=steps,
-            lr=lr,
-            init_scale=init_scale,
-            m=m if model == "factored" else None,
-            progress=progress,
-        )
+        run = train(model, tasks, config, m=m if model == "factored" else None, progress=progress)
         met = run.metrics
         out = dict(
             accuracy=run.accuracy.tolist(),
@@ -88,7 +79,7 @@ def run_experiment(
     res = dict(
         d=d,
         p=p,
-        alpha=load(d, p),
+        alpha=alpha_of(d, p),
         problem=problem,
         model=model,
         kappa=kappa_eff,
@@ -96,9 +87,7 @@ def run_experiment(
         seeds=seeds,
         seed0=seed0,
         embedding=embedding,
-        steps=steps if model != "hebbian" else 0,
-        lr=lr,
-        init_scale=init_scale,
+        **(dict(steps=0, lr=0.0, init_scale=0.0) if model == "hebbian" else config.identity()),
         **out,
         fraction_all_stored=float(np.mean(out["all_stored"])),
         seconds=time.perf_counter() - t,

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._tasks import dp_candidates, Task
+from ._tasks import Task
 
 
 class Scores(eqx.Module):
@@ -33,17 +33,17 @@ class Scores(eqx.Module):
 
 
 def dense_scores(V, task: Task, *, precision=lax.Precision.HIGHEST):
-    """The `p x p` score matrix `s[mu, rho]` (materialises DP candidates if needed)."""
-    if task.problem == "op":
-        return jnp.matmul(V, task.targets.T, precision=precision)
-    cands = task.candidates
-    if cands is None:
-        idx = jnp.arange(task.p)
-        cands = dp_candidates(task, idx[:, None], idx[None, :])
-    return jnp.einsum("md,mrd->mr", V, cands, precision=precision)
+    """The `p x p` score matrix `s[mu, rho]` (materialises DP candidates if needed).
+
+    **Arguments:** `V`: the projections `(p, d)`; `task`: one task; `precision`: of the matmul.
+
+    **Returns:** the `(p, p)` matrix `s[mu, rho] = c^(mu)_rho . v_mu`.
+    """
+    return task.score_matrix(V, precision)
 
 
-def _outcome(s):
+def outcome(s) -> Scores:
+    """Target, best competitor and stored flag per input from a `p x p` score matrix."""
     p = s.shape[-1]
     eye = jnp.eye(p, dtype=bool)
     target = jnp.diagonal(s)
@@ -52,22 +52,24 @@ def _outcome(s):
 
 
 def dense_ce(V, task: Task, *, precision=lax.Precision.DEFAULT):
-    """Mean softmax cross-entropy from the dense score matrix, and the per-input `Scores`."""
+    """Mean softmax cross-entropy from the dense score matrix, and the per-input `Scores`.
+
+    **Arguments:** `V`: the projections `(p, d)`; `task`: one task; `precision`: of the score matmul.
+
+    **Returns:** `(loss, Scores)`.
+    """
     import optax
 
     s = dense_scores(V, task, precision=precision)
     loss = optax.softmax_cross_entropy_with_integer_labels(s, jnp.arange(task.p)).mean()
-    return loss, _outcome(lax.stop_gradient(s))
+    return loss, outcome(lax.stop_gradient(s))
 
 
-def _stream_pass(V, task: Task, block: int, precision, row_block: int | None = None):
+def stream_pass(V, task: Task, block: int, precision, row_block: int | None = None):
     """One pass over candidate blocks of `block` columns, for row blocks of `row_block` inputs
-    (OP: all rows at once; DP: sized so a generated `(rows, block, d)` candidate block stays
-    near 2^22 floats)."""
+    (default `task.row_block(block)`). **Returns:** the loss, `dL/dV` and the `Scores`."""
     p, d = V.shape
-    if row_block is None:
-        row_block = p if task.problem == "op" else max(1, min(p, 2**22 // (block * d)))
-    R = int(row_block)
+    R = int(task.row_block(block) if row_block is None else row_block)
     nr, nb = -(-p // R), -(-p // block)
     Vp = jnp.pad(V, ((0, nr * R - p), (0, 0)))
 
@@ -79,22 +81,13 @@ def _stream_pass(V, task: Task, block: int, precision, row_block: int | None = N
             m, l, acc, best = carry
             cols = b * block + jnp.arange(block)
             valid = cols < p
-            colc = jnp.minimum(cols, p - 1)
-            if task.problem == "op":
-                C = task.targets[colc]  # (B, d)
-                s = jnp.matmul(Vr, C.T, precision=precision)
-            else:
-                C = dp_candidates(task, jnp.minimum(rows, p - 1)[:, None], colc[None, :])  # (R, B, d)
-                s = jnp.einsum("md,mbd->mb", Vr, C, precision=precision)
+            s, C = task.block_scores(Vr, jnp.minimum(rows, p - 1), jnp.minimum(cols, p - 1), precision)
             s = jnp.where(valid[None, :], s, -jnp.inf)
             m_new = jnp.maximum(m, s.max(axis=1))
             scale = jnp.exp(m - m_new)
             e = jnp.exp(s - m_new[:, None])
             l = l * scale + e.sum(axis=1)
-            if task.problem == "op":
-                acc = acc * scale[:, None] + jnp.matmul(e, C, precision=precision)
-            else:
-                acc = acc * scale[:, None] + jnp.einsum("mb,mbd->md", e, C, precision=precision)
+            acc = acc * scale[:, None] + task.block_sum(e, C, precision)
             is_target = cols[None, :] == rows[:, None]
             best = jnp.maximum(best, jnp.where(is_target, -jnp.inf, s).max(axis=1))
             return (m_new, l, acc, best), None
@@ -117,12 +110,12 @@ def _stream_pass(V, task: Task, block: int, precision, row_block: int | None = N
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
 def _stream(V, task, block, precision, row_block):
-    loss, _, out = _stream_pass(V, task, block, precision, row_block)
+    loss, _, out = stream_pass(V, task, block, precision, row_block)
     return loss, out
 
 
 def _stream_fwd(V, task, block, precision, row_block):
-    loss, grad, out = _stream_pass(V, task, block, precision, row_block)
+    loss, grad, out = stream_pass(V, task, block, precision, row_block)
     return (loss, out), grad
 
 
@@ -142,19 +135,45 @@ def stream_ce(
     The forward pass accumulates `dL/dV` with the loss (running-max softmax), so the backward
     pass only scales it: each DP candidate is generated once per step. Memory: `O(p d)` plus a
     `(p, block)` score block (OP) or a `(row_block, block, d)` candidate block (DP).
+
+    **Arguments:** `V`: the projections `(p, d)`; `task`: one task; `block`: candidate columns per
+    pass; `row_block`: inputs per pass (default `task.row_block(block)`); `precision`: of the
+    matmuls.
+
+    **Returns:** `(loss, Scores)`, as `dense_ce`.
     """
     block = int(min(block, task.p))
     return _stream(V, task, block, precision, row_block)
 
 
-# Above this many scores per task the trainer uses the streaming kernel.
+# Above this many scores per task the streaming kernel is used.
 STREAM_THRESHOLD = 2**24
 
 
+def use_stream(task: Task, stream: bool | None = None) -> bool:
+    """The one rule for dense against streaming: stream above `STREAM_THRESHOLD` scores, or
+    when the candidates exist only block by block; `stream` forces either."""
+    if stream is not None:
+        return bool(stream)
+    return task.p * task.p > STREAM_THRESHOLD or task.streams_only
+
+
 def cross_entropy(V, task: Task, *, stream: bool | None = None, block: int = 256):
-    """Dispatch: dense below `STREAM_THRESHOLD` scores (or DP candidates not materialised)."""
-    if stream is None:
-        stream = task.p * task.p > STREAM_THRESHOLD or (task.problem == "dp" and task.candidates is None)
-    if stream:
+    """The mean softmax cross-entropy and the `Scores`, dense or streaming by `use_stream`.
+
+    **Arguments:** `V`: the projections `E W^T`, `(p, d)`; `task`: one task; `stream`: force the
+    dense (`False`) or streaming (`True`) kernel; `block`: the streaming column block.
+
+    **Returns:** `(loss, Scores)`: the mean cross-entropy (differentiable in `V`) and the per-input
+    outcome.
+    """
+    if use_stream(task, stream):
         return stream_ce(V, task, block=block)
     return dense_ce(V, task)
+
+
+def scores(V, task: Task, *, precision=lax.Precision.HIGHEST, block: int = 256) -> Scores:
+    """The `Scores` of the projections `V` (no gradient), dense or streaming by `use_stream`."""
+    if use_stream(task):
+        return stream_pass(V, task, min(block, task.p), precision)[2]
+    return outcome(dense_scores(V, task, precision=precision))

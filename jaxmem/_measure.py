@@ -20,10 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._models import rank_of, resolve_kappa
-from ._solvers._adam import AdamConfig
 from ._solvers._decide import DecideConfig, STATUS
 from ._sweep import config_id
-from ._tasks import make_task
+from ._tasks import alpha_of, make_task
 from ._threshold import (
     default_plan,
     logistic_cross_check,
@@ -32,6 +31,7 @@ from ._threshold import (
     SearchPlan,
     SOLVERS,
 )
+from ._train import TrainConfig
 from ._validate import check_choice, check_int
 
 
@@ -52,7 +52,7 @@ def point_configs(
     group: int = 16,
     embedding: str = "gaussian",
     decide_config: DecideConfig = DecideConfig(),
-    adam_config: AdamConfig = AdamConfig(),
+    adam_config: TrainConfig = TrainConfig(),
     plan: SearchPlan | None = None,
 ) -> list[dict]:
     """The units of work (seed groups) of one measurement point, each a canonical config dict
@@ -104,9 +104,9 @@ def run_unit(cfg: dict, *, log=None) -> list[dict]:
     tasks = jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)
     dcfg = DecideConfig(tol=cfg["tol"], max_iter=cfg["max_iter"], memory=cfg["memory"])
     acfg = (
-        AdamConfig(steps=cfg["steps"], lr=cfg["lr"], init_scale=cfg["init_scale"])
+        TrainConfig(steps=cfg["steps"], lr=cfg["lr"], init_scale=cfg["init_scale"])
         if cfg["solver"] == "adam"
-        else AdamConfig()
+        else TrainConfig()
     )
     rank = rank_of(cfg["d"], kappa=cfg["kappa"]) if cfg["model"] == "factored" else None
     th = search_thresholds(
@@ -150,7 +150,7 @@ def point_key(cfg: dict) -> tuple:
 def _bootstrap_median_alpha(p_star, d, rng, n_boot=2000):
     p_star = np.asarray(p_star, float)
     med = np.median(rng.choice(p_star, (n_boot, p_star.size)), axis=1)
-    return med * np.log(med) / d**2
+    return alpha_of(d, med)
 
 
 def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -> list[dict]:
@@ -205,7 +205,7 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
             continue
         xa, xb = np.array(list(pa.values())), np.array(list(pb.values()))
         ma, mb = np.median(xa), np.median(xb)
-        diff = ma * math.log(ma) / d**2 - mb * math.log(mb) / d**2
+        diff = alpha_of(d, ma) - alpha_of(d, mb)
         boot = _bootstrap_median_alpha(xa, d, rng, n_boot) - _bootstrap_median_alpha(xb, d, rng, n_boot)
         lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
         verdict = "differ" if lo > 0 or hi < 0 else "undecided"
@@ -270,9 +270,9 @@ def adam_vs_certified(records: list[dict]) -> list[dict]:
                 seeds=len(common),
                 fraction_below=float(np.mean(pa < pc)),
                 fraction_above=float(np.mean(pa > pc)),
-                alpha_certified=float(mc * math.log(mc) / d**2),
-                alpha_adam=float(ma * math.log(ma) / d**2),
-                lost=float(mc * math.log(mc) / d**2 - ma * math.log(ma) / d**2),
+                alpha_certified=alpha_of(d, mc),
+                alpha_adam=alpha_of(d, ma),
+                lost=alpha_of(d, mc) - alpha_of(d, ma),
             )
         )
     return out
@@ -383,7 +383,7 @@ def capacity(
     solver: str = "certified",
     seed0: int = 0,
     decide_config: DecideConfig = DecideConfig(),
-    adam_config: AdamConfig = AdamConfig(),
+    adam_config: TrainConfig = TrainConfig(),
     plan: SearchPlan | None = None,
     log=None,
 ) -> CapacityEstimate:

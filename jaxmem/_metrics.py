@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._loss import _outcome, _stream_pass, dense_scores, STREAM_THRESHOLD
+from ._loss import scores
 from ._tasks import Task
 
 
@@ -28,15 +28,18 @@ class Metrics(eqx.Module):
 
 
 def scores_of(model, task: Task, *, block: int = 256):
-    """Target, best competitor and stored flag per input, at `Precision.HIGHEST`."""
+    """The projections `V = E W^T` and the `Scores` per input, at `Precision.HIGHEST`."""
     V = model.project(task.inputs, precision=HIGHEST)
-    if task.p * task.p > STREAM_THRESHOLD or (task.problem == "dp" and task.candidates is None):
-        return V, _stream_pass(V, task, min(block, task.p), HIGHEST)[2]
-    return V, _outcome(dense_scores(V, task, precision=HIGHEST))
+    return V, scores(V, task, precision=HIGHEST, block=block)
 
 
 def metrics(model, task: Task) -> Metrics:
-    """All metrics of one memory on one task (vmap it for an ensemble)."""
+    """All metrics of one memory on one task (vmap it for an ensemble).
+
+    **Arguments:** `model`: one memory; `task`: one task.
+
+    **Returns:** `Metrics`.
+    """
     V, sc = scores_of(model, task)
     sigma = jnp.linalg.norm(V, axis=1)
     ok = jnp.isfinite(sc.target) & jnp.isfinite(sc.best)
@@ -54,5 +57,11 @@ def metrics(model, task: Task) -> Metrics:
 
 def ensemble_metrics(models, tasks: Task, *, batch_size: int = 8) -> Metrics:
     """`metrics` over a leading ensemble axis, `batch_size` instances at a time (bounds the
-    memory of the streaming evaluation of large DP tasks)."""
+    memory of the streaming evaluation of large DP tasks).
+
+    **Arguments:** `models`: a batch of memories (leading axis `n`); `tasks`: the matching batch of
+    tasks; `batch_size`: instances evaluated at once.
+
+    **Returns:** `Metrics` with a leading axis `n`.
+    """
     return jax.lax.map(lambda mt: metrics(*mt), (models, tasks), batch_size=batch_size)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import abc
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -10,22 +12,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ._tasks import Task
-from ._validate import check_int, check_real, InvalidArgument
-
-
-MODELS = ("full", "factored", "hebbian")
-
-
-def rank_of(d: int, *, m: int | None = None, kappa: float | None = None) -> int:
-    """The rank `m` from `m` or `kappa = m / d` (rounded, at least 1); validates both.
-
-    This is the one place where `round(kappa * d)` is computed."""
-    if m is not None and kappa is not None:
-        raise InvalidArgument("give the rank as m or as kappa, not both")
-    if m is not None:
-        return check_int("m", m, 1, d)
-    kappa = 1.0 if kappa is None else check_real("kappa", kappa, low=0.0, high=1.0, low_open=True)
-    return max(1, round(kappa * d))
+from ._validate import InvalidArgument, rank_of
 
 
 def resolve_kappa(model: str, d: int, kappa: float | None) -> tuple[int, float]:
@@ -42,30 +29,57 @@ def resolve_kappa(model: str, d: int, kappa: float | None) -> tuple[int, float]:
     return d, 1.0
 
 
-class FullRank(eqx.Module):
+class AbstractMemory(eqx.Module):
+    """A linear memory `W` (docs/science.md, 1): the interface the trainer, the metrics and the
+    solvers use, so none of them branches on which memory it is.
+
+    A memory is a final subclass with `init` (a fresh memory of rank `m` from a key), `weight`
+    (the `d x d` matrix) and `project` (`V = E W^T`, without forming `W` where it need not);
+    `name` is its registry key."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    @abc.abstractmethod
+    def init(cls, key, d: int, *, m: int | None = None, init_scale: float = 1e-3, dtype=jnp.float32):
+        """A memory whose `W` has entries of variance `init_scale^2 / d`."""
+
+    @abc.abstractmethod
+    def weight(self) -> jax.Array:
+        """The `d x d` matrix `W`."""
+
+    @abc.abstractmethod
+    def project(self, E, *, precision=lax.Precision.DEFAULT) -> jax.Array:
+        """`V = E W^T`: row `mu` is `W e_mu`."""
+
+
+class FullRank(AbstractMemory):
     """`W in R^{d x d}`; `init` draws entries `N(0, init_scale^2 / d)` (singular values
     `init_scale` times the quarter circle on [0, 2])."""
 
     W: jax.Array
+    name: ClassVar[str] = "full"
 
     @classmethod
-    def init(cls, key, d: int, *, init_scale: float = 1e-3, dtype=jnp.float32, **_):
+    def init(cls, key, d: int, *, m: int | None = None, init_scale: float = 1e-3, dtype=jnp.float32):
+        if m not in (None, d):
+            raise InvalidArgument(f"m applies to Factored only (FullRank has m = d = {d}), got m={m!r}")
         return cls(init_scale / math.sqrt(d) * jax.random.normal(key, (d, d), dtype))
 
     def weight(self):
         return self.W
 
     def project(self, E, *, precision=lax.Precision.DEFAULT):
-        """`V = E W^T`: row `mu` is `W e_mu`."""
         return jnp.matmul(E, self.W.T, precision=precision)
 
 
-class Factored(eqx.Module):
+class Factored(AbstractMemory):
     """`W = Q R^T`, `Q, R in R^{d x m}`; `init` draws both Gaussian with the scale that gives
     `W` entries of variance `init_scale^2 / d`."""
 
     Q: jax.Array
     R: jax.Array
+    name: ClassVar[str] = "factored"
 
     @classmethod
     def init(
@@ -94,8 +108,29 @@ class Factored(eqx.Module):
         return jnp.matmul(jnp.matmul(E, self.R, precision=precision), self.Q.T, precision=precision)
 
 
+# The memory registry: a new memory is a final AbstractMemory and one entry here.
+MEMORIES: dict[str, type[AbstractMemory]] = {cls.name: cls for cls in (FullRank, Factored)}
+# What a sweep can run: the trained memories, and the closed-form Hebbian rule.
+MODELS = (*MEMORIES, "hebbian")
+
+
+def memory_class(model) -> type[AbstractMemory]:
+    """The memory class for `model`: a registry name or an `AbstractMemory` subclass."""
+    if isinstance(model, type) and issubclass(model, AbstractMemory):
+        return model
+    if isinstance(model, str) and model in MEMORIES:
+        return MEMORIES[model]
+    names = ", ".join(MEMORIES)
+    raise InvalidArgument(f"model must be an AbstractMemory subclass or one of {names}; got {model!r}")
+
+
 def hebbian(task: Task) -> FullRank:
     """The Hebbian memory `W_H = sum_mu u_mu e_mu^T` (closed form, no training). Works on a
-    single task or a batch (leading ensemble axis)."""
+    single task or a batch (leading ensemble axis).
+
+    **Arguments:** `task`: one task (vmap it for a batch).
+
+    **Returns:** the `FullRank` memory `W = sum_mu u_mu e_mu^T`.
+    """
     W = jnp.einsum("...pi,...pj->...ij", task.targets, task.inputs, precision=lax.Precision.HIGHEST)
     return FullRank(W)

@@ -4,15 +4,32 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 
 import matplotlib
 
 
 matplotlib.use("Agg")
+import equinox as eqx  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import theory as th  # noqa: E402
+from ._validate import rank_of  # noqa: E402
+
+
+class ReportData(eqx.Module):
+    """Everything the figures draw, read from a folder by the report (figures compute no
+    simulation): the sweep `records`, their capacity `rows`, the records at capacity of the
+    score figure (`optimal`) and the Hebbian records beside them (or None), the `p` of the
+    saddle-point figure and the theory's sampling `key`."""
+
+    records: list
+    rows: list
+    optimal: list | None
+    hebbian: list | None
+    p_saddle: int
+    key: object
 
 
 def _save(fig, out, name):
@@ -37,8 +54,9 @@ def _by_config(records):
     return list(groups.values())
 
 
-def fig_transition(records, rows, out):
+def fig_transition(data: ReportData, out):
     """(i) P(all stored) and mean accuracy against alpha, OP and DP, each d."""
+    records, rows = data.records, data.rows
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     full = [g for g in _by_config(records) if g[0]["config"]["model"] == "full"]
     ds = sorted({g[0]["config"]["d"] for g in full})
@@ -78,11 +96,12 @@ def fig_transition(records, rows, out):
         a_.legend(fontsize=7)
     ax[0].set_title(r"All stored (dotted: theory $\alpha_c(p)$ at each d)")
     ax[1].set_title("Accuracy")
-    return _save(fig, out, "fig1_transition")
+    return _save(fig, out, "fig1_transition"), []
 
 
-def fig_capacity_vs_d(rows, out):
+def fig_capacity_vs_d(data: ReportData, out):
     """(ii) alpha_hat_c(d) with CIs against d, theory at p_c, 1/2; Hebbian beside 1/8."""
+    rows = data.rows
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     for k, (problem, model) in enumerate(
         (("op", "full"), ("dp", "full"), ("op", "hebbian"), ("dp", "hebbian"))
@@ -123,7 +142,7 @@ def fig_capacity_vs_d(rows, out):
     ax.set_ylabel(r"$\hat\alpha_c(d) = p_c \ln p_c / d^2$")
     ax.set_title("Capacity against dimension")
     ax.legend(fontsize=7)
-    return _save(fig, out, "fig2_capacity_vs_d")
+    return _save(fig, out, "fig2_capacity_vs_d"), []
 
 
 def at_capacity(records, model, problem, d, kappa=1.0):
@@ -145,18 +164,15 @@ def _normalised_sv(sv, d, kappa, F):
     sv = np.asarray([np.nan if v is None else v for v in sv], float)
     if not np.all(np.isfinite(sv)):  # a diverged run: nothing to draw
         return np.zeros(0)
-    m = max(1, round(kappa * d))
+    m = rank_of(d, kappa=kappa)
     sv = np.sort(sv)[::-1][:m]
     return sv * math.sqrt(d * d * F / np.sum(sv**2)) / math.sqrt(d)
 
 
-def fig_spectra(records, out, key):
+def fig_spectra(data: ReportData, out):
     """(iii) singular values of learnt W (at capacity) against the quarter circle, the finite
     p/d law and the initialisation's law."""
-    import jax
-
-    from ._models import Factored, FullRank
-
+    records, key = data.records, data.key
     full = [r for r in records if r["config"]["model"] == "full"]
     fac = [r for r in records if r["config"]["model"] == "factored"]
     d = max((r["config"]["d"] for r in full), default=None)
@@ -190,7 +206,6 @@ def fig_spectra(records, out, key):
                 lw=1.5,
                 label=f"finite p/d={p / dd:.1f}",
             )
-            init = [FullRank.init(jax.random.fold_in(key, i), dd).W for i in range(8)]
         else:
             a.plot(
                 s,
@@ -198,10 +213,7 @@ def fig_spectra(records, out, key):
                 "k-",
                 label=rf"truncated QC, $\kappa$={kappa:.2f}",
             )
-            init = [Factored.init(jax.random.fold_in(key, i), dd, kappa=kappa).weight() for i in range(8)]
-        sv0 = np.concatenate(
-            [_normalised_sv(np.linalg.svd(np.asarray(w), compute_uv=False), dd, kappa, Fk) for w in init]
-        )
+        sv0 = np.asarray(th.init_spectrum(key, dd, kappa=kappa))
         law = np.asarray(th.qc_sample(key, 20000, kappa))
         notes.append(
             f"{model} {problem.upper()} (d={dd}, p={p}): mean/std of the normalised singular values: "
@@ -235,13 +247,14 @@ def _scores(recs, key):
     return x[np.isfinite(x)]
 
 
-def fig_scores(optimal, hebbian, out):
-    """(iv) normalised target and best-competitor scores: optimal (trained at capacity, records
-    `optimal`) against the Hebbian rule at the same (d, p) (records `hebbian`, or None), with
-    the theory laws and sqrt(2 ln p)."""
+def fig_scores(data: ReportData, out):
+    """(iv) normalised target and best-competitor scores: optimal (trained at capacity) against
+    the Hebbian rule at the same (d, p) (when the study ran it), with the theory laws and
+    sqrt(2 ln p)."""
+    optimal, hebbian = data.optimal, data.hebbian
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     if not optimal:
-        return _save(fig, out, "fig4_scores")
+        return _save(fig, out, "fig4_scores"), []
     d, p = optimal[0]["config"]["d"], optimal[0]["config"]["p"]
     thr = math.sqrt(2 * math.log(p))
     panels = [
@@ -271,11 +284,12 @@ def fig_scores(optimal, hebbian, out):
         a.set_ylabel("density")
         a.set_title(f"{name}, d={d}, p={p}")
         a.legend(fontsize=7)
-    return _save(fig, out, "fig4_scores")
+    return _save(fig, out, "fig4_scores"), []
 
 
-def fig_kappa(rows, out):
+def fig_kappa(data: ReportData, out):
     """(v) alpha_c(kappa): simulated factored (and full-rank) points against theory."""
+    rows = data.rows
     fig, ax = plt.subplots(figsize=(6, 4.2))
     k = np.linspace(0.05, 1, 40)
     ax.plot(k, [float(th.alpha_c_asymptotic(x)) for x in k], "k-", label=r"$F(\kappa)/2$ ($p\to\infty$)")
@@ -311,21 +325,15 @@ def fig_kappa(rows, out):
     ax.set_ylabel(r"$\alpha_c$")
     ax.set_title(r"Rank-constrained memory $W = QR^T$")
     ax.legend(fontsize=7)
-    return _save(fig, out, "fig5_kappa")
+    return _save(fig, out, "fig5_kappa"), []
 
 
-def fig_saddle(p, out, *, samples: int = 256):
+def fig_saddle(data: ReportData, out, *, samples: int = 256):
     """(vi) the RS overlap q*(alpha) at p, with alpha_c(p) marked: the order-statistics value and
     the value on the saddle point's own frozen samples (where q* must reach 1)."""
-    import jax
-
-    key = jax.random.key(0)
+    key, p = data.key, data.p_saddle
     a_c = float(th.alpha_c(float(p)))
-    with jax.enable_x64(True):
-        z = np.asarray(jax.random.normal(key, (samples, int(p)), "float64"))
-    comps = -np.sort(-z[:, 1:], axis=1)
-    d2 = np.asarray(th.project(z[:, 0], np.concatenate([comps, np.full((samples, 1), -np.inf)], 1)).dist2)
-    a_same = math.log(p) / d2.mean()
+    a_same = float(th.sample_capacity(int(p), key=key, samples=samples))
     alphas = np.linspace(0.05, 0.995, 24) * a_same
     path = th.saddle_path(alphas, int(p), key=key, samples=samples)
     ok = np.asarray(path.status) == 0
@@ -337,4 +345,59 @@ def fig_saddle(p, out, *, samples: int = 256):
     ax.set_ylabel(r"overlap $q^*$")
     ax.set_title("Replica-symmetric saddle point")
     ax.legend(fontsize=8)
-    return _save(fig, out, "fig6_saddle")
+    return _save(fig, out, "fig6_saddle"), []
+
+
+class Figure(eqx.Module):
+    """One figure of the report: its key, a caption (text, or a function of the data) and the
+    function that draws it from a `ReportData` into a folder, returning its file name and any
+    notes for the report."""
+
+    key: str
+    caption: str | Callable[[ReportData], str]
+    draw: Callable[[ReportData, str], tuple[str, list[str]]]
+
+
+# The figure registry: a new figure is a function above and one entry here.
+FIGURES = (
+    Figure(
+        "i",
+        "P(all stored) and accuracy against the load, OP (solid) and DP (dashed); dotted lines: "
+        "theory alpha_c(p) at each d.",
+        fig_transition,
+    ),
+    Figure(
+        "ii",
+        "Measured alpha_hat_c(d) with 95% CIs, theory at the measured p_c (crosses), the asymptote "
+        "1/2 and the Hebbian 1/8.",
+        fig_capacity_vs_d,
+    ),
+    Figure(
+        "iii",
+        "Singular values of memories trained at capacity (largest p with every seed stored), "
+        "normalised to |W|_F^2 = d^2 F(kappa), against the quarter circle, the finite-p/d law of "
+        "U E^T, the truncated law for the factored memory, and the initialisation's law.",
+        fig_spectra,
+    ),
+    Figure(
+        "iv",
+        "Normalised target and best-competitor scores, trained (at capacity) against Hebbian at the "
+        "same (d, p), with theory laws (water level of the cone projection; Hebbian finite-size law) "
+        "and sqrt(2 ln p).",
+        fig_scores,
+    ),
+    Figure(
+        "v",
+        "alpha_c against the rank fraction kappa: simulation against theory at the measured p_c and "
+        "the asymptote F(kappa)/2.",
+        fig_kappa,
+    ),
+    Figure(
+        "vi",
+        lambda data: (
+            f"Replica-symmetric overlap q*(alpha) at p = {data.p_saddle}, approaching 1 at the "
+            "Gardner capacity."
+        ),
+        fig_saddle,
+    ),
+)

@@ -76,20 +76,18 @@ def write_report(out: str) -> tuple[str, list[dict]]:
 
     from . import _plot
 
-    key = jax.random.key(0)
-    figs = {}
     store, recs, rows = capacity_rows(out)
     optimal, heb_cfg = score_configs(recs)
-    heb = store.load(heb_cfg) if heb_cfg is not None and store.done(heb_cfg) else None
-    figs["iv"] = _plot.fig_scores(optimal, heb, out)
-    figs["i"] = _plot.fig_transition(recs, rows, out)
-    figs["ii"] = _plot.fig_capacity_vs_d(rows, out)
-    figs["iii"], spectra_notes = _plot.fig_spectra(recs, out, key)
-    figs["v"] = _plot.fig_kappa(rows, out)
     full = [r for r in rows if r["model"] == "full" and np.isfinite(r["p_c"])]
-    p_saddle = int(round(max(r["p_c"] for r in full))) if full else 200
-    figs["vi"] = _plot.fig_saddle(p_saddle, out)
-
+    data = _plot.ReportData(
+        records=recs,
+        rows=rows,
+        optimal=optimal,
+        hebbian=store.load(heb_cfg) if heb_cfg is not None and store.done(heb_cfg) else None,
+        p_saddle=int(round(max(r["p_c"] for r in full))) if full else 200,
+        key=jax.random.key(0),
+    )
+    drawn = {f.key: f.draw(data, out) for f in _plot.FIGURES}
     L = [
         "# jaxmem capacity report",
         "",
@@ -157,26 +155,11 @@ def write_report(out: str) -> tuple[str, list[dict]]:
             + ", ".join(f"{fmt(v)} at d={d}" for d, v in far.items())
             + ": it reaches the neighbourhood of 1/8 only at d ~ 10^3."
         )
-    caps = {
-        "i": "P(all stored) and accuracy against the load, OP (solid) and DP (dashed); dotted lines: "
-        "theory alpha_c(p) at each d.",
-        "ii": "Measured alpha_hat_c(d) with 95% CIs, theory at the measured p_c (crosses), the asymptote "
-        "1/2 and the Hebbian 1/8.",
-        "iii": "Singular values of memories trained at capacity (largest p with every seed stored), "
-        "normalised to |W|_F^2 = d^2 F(kappa), against the quarter circle, the finite-p/d law of "
-        "U E^T, the truncated law for the factored memory, and the initialisation's law.",
-        "iv": "Normalised target and best-competitor scores, trained (at capacity) against Hebbian at the "
-        "same (d, p), with theory laws (water level of the cone projection; Hebbian finite-size law) "
-        "and sqrt(2 ln p).",
-        "v": "alpha_c against the rank fraction kappa: simulation against theory at the measured p_c and "
-        "the asymptote F(kappa)/2.",
-        "vi": f"Replica-symmetric overlap q*(alpha) at p = {p_saddle}, approaching 1 at the Gardner "
-        "capacity.",
-    }
-    L += ["", "## Spectra", ""] + [f"- {n}" for n in spectra_notes]
+    L += ["", "## Spectra", ""] + [f"- {n}" for n in drawn["iii"][1]]
     L += ["", "## Figures", ""]
-    for k, name in sorted(figs.items(), key=lambda kv: ["i", "ii", "iii", "iv", "v", "vi"].index(kv[0])):
-        L += [f"![figure {k}]({name})", "", f"*({k})* {caps[k]}", ""]
+    for f in _plot.FIGURES:
+        caption = f.caption(data) if callable(f.caption) else f.caption
+        L += [f"![figure {f.key}]({drawn[f.key][0]})", "", f"*({f.key})* {caption}", ""]
     path = os.path.join(out, "report.md")
     atomic_write(path, "\n".join(L) + "\n")
     return path, rows

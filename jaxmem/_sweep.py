@@ -18,7 +18,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,29 +27,13 @@ import numpy as np
 from ._experiment import run_experiment
 from ._files import atomic_write, clean_stale
 from ._models import MODELS, resolve_kappa
-from ._tasks import EMBEDDINGS, load, p_from_alpha, PROBLEMS
-from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
-from ._validate import check_choice, check_int, check_positive, InvalidArgument
+from ._provenance import device_info, versions
+from ._tasks import alpha_of, EMBEDDINGS, p_from_alpha, PROBLEMS
+from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, TrainConfig
+from ._validate import check_choice, check_int, InvalidArgument
 
 
 RECORD_VERSION = 1
-
-
-def versions() -> dict:
-    import equinox
-    import jax
-    import optax
-
-    from . import __version__
-
-    return dict(
-        jaxmem=__version__,
-        jax=jax.__version__,
-        optax=optax.__version__,
-        equinox=equinox.__version__,
-        numpy=np.__version__,
-        python=platform.python_version(),
-    )
 
 
 @dataclass(frozen=True)
@@ -64,6 +47,10 @@ class Knobs:
     seed0: int = 0
     embedding: str = "gaussian"
 
+    def train_config(self) -> TrainConfig:
+        """The validated `TrainConfig` these knobs describe."""
+        return TrainConfig(steps=self.steps, lr=self.lr, init_scale=self.init_scale)
+
 
 def make_config(*, d, p, problem, model, kappa, knobs: Knobs) -> dict:
     """Canonical config dict (the record's identity). Validates every field."""
@@ -76,19 +63,16 @@ def make_config(*, d, p, problem, model, kappa, knobs: Knobs) -> dict:
     check_int("seeds", knobs.seeds, 1, 1_000_000)
     check_int("seed0", knobs.seed0, 0, 2**31 - 1)  # keys alias beyond 32 bits
     check_choice("embedding", knobs.embedding, EMBEDDINGS)
-    # checked for the Hebbian rule too, which records zeros: a bad value is refused, not ignored
-    check_int("steps", knobs.steps, 0)
-    check_positive("lr", knobs.lr)
-    check_positive("init_scale", knobs.init_scale)
+    # validated for the Hebbian rule too (a bad value is refused, not ignored); the rule has no
+    # training knobs, and its records store zeros for them
+    train = knobs.train_config().identity()
     return dict(
         d=d,
         p=p,
         problem=problem,
         model=model,
         kappa=kappa,
-        steps=0 if hebb else knobs.steps,
-        lr=0.0 if hebb else knobs.lr,
-        init_scale=0.0 if hebb else knobs.init_scale,
+        **(dict(steps=0, lr=0.0, init_scale=0.0) if hebb else train),
         seeds=knobs.seeds,
         seed0=knobs.seed0,
         embedding=knobs.embedding,
@@ -141,7 +125,7 @@ class Store:
     def done(self, cfg: dict) -> bool:
         return os.path.exists(self.path(cfg)) and self._read(self.path(cfg), cfg) is not None
 
-    def load(self, cfg: dict) -> list[dict]:
+    def alpha_of(self, cfg: dict) -> list[dict]:
         recs = self._read(self.path(cfg), cfg)
         if recs is None:
             raise RuntimeError(f"invalid record file {self.path(cfg)}")
@@ -184,8 +168,6 @@ class Store:
         never lose each other's entries."""
         import uuid
 
-        import jax
-
         path = os.path.join(self.out, "meta.json")
         try:
             with open(path) as f:
@@ -195,11 +177,7 @@ class Store:
                 created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 record_version=RECORD_VERSION,
                 versions=versions(),
-                device=dict(
-                    platform=jax.devices()[0].platform,
-                    kind=jax.devices()[0].device_kind,
-                    count=jax.device_count(),
-                ),
+                device=device_info(),
             )
             atomic_write(path, json.dumps(meta, indent=1))
         at = time.strftime("%Y%m%dT%H%M%S")
@@ -224,6 +202,10 @@ def _finite_list(x):
     return [float(v) if math.isfinite(v) else None for v in np.asarray(x, np.float64).ravel()]
 
 
+def _knobs_of(cfg: dict) -> dict:
+    return {k: cfg[k] for k in ("steps", "lr", "init_scale")}
+
+
 def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> list[dict]:
     """Run one config's vmapped ensemble; one record per seed, config embedded."""
     res = run_experiment(
@@ -234,10 +216,8 @@ def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> li
         kappa=cfg["kappa"] if cfg["model"] == "factored" else None,
         seeds=cfg["seeds"],
         seed0=cfg["seed0"],
-        # exactly the config's knobs (the Hebbian rule, which has none, records zeros and ignores them)
-        steps=cfg["steps"],
-        lr=cfg["lr"],
-        init_scale=cfg["init_scale"],
+        # exactly the config's knobs (the Hebbian rule has none)
+        config=None if cfg["model"] == "hebbian" else TrainConfig(**_knobs_of(cfg)),
         embedding=cfg["embedding"],
         progress=progress,
         keep_metrics=detail,
@@ -250,7 +230,7 @@ def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> li
             id=config_id(cfg),
             config=cfg,
             seed=s,
-            alpha=load(cfg["d"], cfg["p"]),
+            alpha=alpha_of(cfg["d"], cfg["p"]),
             accuracy=res["accuracy"][s],
             all_stored=bool(res["all_stored"][s]),
             steps_to_store=res["steps_to_store"][s],
@@ -350,7 +330,7 @@ def search_capacity(
         f = float(np.mean([r["all_stored"] for r in recs]))
         if log is not None and not cached:
             print(
-                f"  d={d} {problem} {model} kappa={cfg['kappa']:.2f} p={p} alpha={load(d, p):.3f}:"
+                f"  d={d} {problem} {model} kappa={cfg['kappa']:.2f} p={p} alpha={alpha_of(d, p):.3f}:"
                 f" all stored {f:.2f}",
                 file=log,
                 flush=True,

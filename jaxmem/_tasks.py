@@ -9,34 +9,49 @@ regenerates them block by block from the same function, so both paths see identi
 
 from __future__ import annotations
 
+import abc
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._validate import check_choice, check_int, check_memory, check_positive, InvalidArgument
 
 
-PROBLEMS = ("op", "dp")
 EMBEDDINGS = ("gaussian", "sphere")
 # 2**26 float32 = 256 MiB of candidates per task.
 MATERIALISE_LIMIT = 2**26
 
 
-def load(d: int, p: int) -> float:
-    """The load `alpha = p ln p / d^2`."""
-    return p * math.log(p) / d**2
+def alpha_of(d: int, p):
+    """The load `alpha = p ln p / d^2` of `p` associations in dimension `d`: the one home of
+    the formula. `p` may be real (a median threshold) or an array; NaN where `p > 1` is not
+    finite. **Returns:** a float, or an array like `p`.
+
+    **Arguments:** `d`: the dimension; `p`: the number of associations (real or an array).
+    """
+    x = np.asarray(p, np.float64)
+    ok = np.isfinite(x) & (x > 1)
+    out = np.where(ok, x * np.log(np.where(ok, x, 2.0)) / float(d) ** 2, np.nan)
+    return float(out) if out.ndim == 0 else out
 
 
 def p_from_alpha(d: int, alpha: float) -> int:
-    """The integer `p >= 2` whose load `p ln p / d^2` is closest to `alpha`."""
+    """The integer `p >= 2` whose load `p ln p / d^2` is closest to `alpha`.
+
+    **Arguments:** `d`: the dimension; `alpha`: a load `> 0`, at least half the load of `p = 2`.
+
+    **Returns:** the integer `p`.
+    """
     d = check_int("d", d, 2)
     alpha = check_positive("alpha", alpha)
-    if alpha < load(d, 2) / 2:
+    if alpha < alpha_of(d, 2) / 2:
         raise InvalidArgument(
-            f"alpha must be >= {load(d, 2) / 2:.3g} at d = {d} (p = 2 has load {load(d, 2):.3g}); "
+            f"alpha must be >= {alpha_of(d, 2) / 2:.3g} at d = {d} (p = 2 has load {alpha_of(d, 2):.3g}); "
             f"got {alpha!r}"
         )
     target = alpha * d * d
@@ -62,18 +77,23 @@ def _embed(key, shape, embedding, dtype):
     return x
 
 
-class Task(eqx.Module):
-    """One storage task. Arrays: `inputs` (p, d), `targets` (p, d), and for a DP
-    `candidates` (p, p, d) when materialised (else None, regenerate with `dp_candidates`).
-    `init_key` seeds the memory trained on it, so a seed fixes task and initialisation."""
+class AbstractTask(eqx.Module):
+    """One storage task: inputs `e_mu` and targets `u_mu`, `(p, d)` each, and the candidates
+    every input competes against (docs/science.md, 1). `init_key` seeds the memory trained on
+    it, so a seed fixes task and initialisation.
 
-    inputs: Float[Array, "p d"]
-    targets: Float[Array, "p d"]
-    cand_key: PRNGKeyArray
-    init_key: PRNGKeyArray
-    candidates: Float[Array, "p p d"] | None
-    problem: str = eqx.field(static=True)
-    embedding: str = eqx.field(static=True)
+    A problem is a final subclass that answers `candidates(rows, cols)`; the kernels (the loss,
+    the metrics, the constraints of the decision solver) ask it for blocks of scores and never
+    branch on which problem it is. `shared` says whether all inputs compete against the same
+    candidates (then a score block is one matmul)."""
+
+    inputs: eqx.AbstractVar[Float[Array, "p d"]]
+    targets: eqx.AbstractVar[Float[Array, "p d"]]
+    cand_key: eqx.AbstractVar[PRNGKeyArray]
+    init_key: eqx.AbstractVar[PRNGKeyArray]
+    embedding: eqx.AbstractVar[str]
+    problem: ClassVar[str]
+    shared: ClassVar[bool]
 
     @property
     def d(self) -> int:
@@ -83,24 +103,159 @@ class Task(eqx.Module):
     def p(self) -> int:
         return self.inputs.shape[-2]
 
+    @property
+    def streams_only(self) -> bool:
+        """True when the candidates exist only block by block (never as one array)."""
+        return False
 
-def dp_candidates(task: Task, mu, rho) -> Float[Array, "... d"]:
-    """Candidates `c^(mu)_rho` for broadcastable integer arrays `mu`, `rho`.
+    @abc.abstractmethod
+    def candidates(self, rows, cols) -> Float[Array, "... d"]:
+        """The candidates `c^(rows)_cols`: `(B, d)` for `cols` of shape `(B,)` when `shared`,
+        else `(..., d)` for broadcastable integer arrays `rows`, `cols`."""
 
-    A pure function of `(task.cand_key, mu, rho)`: `c^(mu)_mu = u_mu`, every other one is
-    `N(0, I_d)` (or on the sphere) drawn from `fold_in(fold_in(key, mu), rho)`.
+    @abc.abstractmethod
+    def block_scores(self, V, rows, cols, precision):
+        """Scores `s[mu, rho] = c^(mu)_rho . v_mu` of the inputs `rows` (their projections `V`,
+        `(R, d)`) against candidates `cols` (`(B,)`). **Returns:** `(s (R, B), C)` with `C` the
+        candidate block, for `block_sum`."""
+
+    @abc.abstractmethod
+    def block_sum(self, weights, C, precision):
+        """`sum_rho weights[mu, rho] c^(mu)_rho` over a candidate block `C`: `(R, d)`."""
+
+    def table(self, P: int):
+        """All candidates of the first `P` inputs as one array: `(P, d)` when `shared`, else
+        `(P, P, d)`."""
+        idx = jnp.arange(P)
+        return self.candidates(idx if self.shared else idx[:, None], idx[None, :] if not self.shared else idx)
+
+    def score_matrix(self, V, precision):
+        """The `p x p` scores of the projections `V = E W^T`."""
+        idx = jnp.arange(self.p)
+        return self.block_scores(V, idx, idx, precision)[0]
+
+    @classmethod
+    @abc.abstractmethod
+    def build(cls, inputs, targets, cand_key, init_key, embedding: str, materialise_limit: int):
+        """The task of these arrays (materialising what is small enough)."""
+
+    def row_block(self, block: int) -> int:
+        """Rows per streaming pass: all of them for shared candidates; else sized so that a
+        generated `(rows, block, d)` candidate block stays near 2^22 floats."""
+        if self.shared:
+            return self.p
+        return max(1, min(self.p, 2**22 // (block * self.d)))
+
+
+class OPTask(AbstractTask):
+    """The original problem: input `mu` competes against the shared targets `u_1..u_p`."""
+
+    inputs: Float[Array, "p d"]
+    targets: Float[Array, "p d"]
+    cand_key: PRNGKeyArray
+    init_key: PRNGKeyArray
+    embedding: str = eqx.field(static=True)
+    problem: ClassVar[str] = "op"
+    shared: ClassVar[bool] = True
+
+    def candidates(self, rows, cols):
+        return self.targets[cols]
+
+    def block_scores(self, V, rows, cols, precision):
+        C = self.targets[cols]
+        return jnp.matmul(V, C.T, precision=precision), C
+
+    def block_sum(self, weights, C, precision):
+        return jnp.matmul(weights, C, precision=precision)
+
+    @classmethod
+    def build(cls, inputs, targets, cand_key, init_key, embedding, materialise_limit):
+        return cls(inputs=inputs, targets=targets, cand_key=cand_key, init_key=init_key, embedding=embedding)
+
+
+class DPTask(AbstractTask):
+    """The decoupled problem: input `mu` has its own candidates `c^(mu)_rho`, with
+    `c^(mu)_mu = u_mu` and every other one a fresh Gaussian (or sphere) vector that is a pure
+    function of `(cand_key, mu, rho)`. `materialised` holds them all, `(p, p, d)`, while they
+    are small (else None, and every consumer regenerates blocks from the same function)."""
+
+    inputs: Float[Array, "p d"]
+    targets: Float[Array, "p d"]
+    cand_key: PRNGKeyArray
+    init_key: PRNGKeyArray
+    materialised: Float[Array, "p p d"] | None
+    embedding: str = eqx.field(static=True)
+    problem: ClassVar[str] = "dp"
+    shared: ClassVar[bool] = False
+
+    @property
+    def streams_only(self) -> bool:
+        return self.materialised is None
+
+    def candidates(self, rows, cols):
+        mu, rho = jnp.broadcast_arrays(jnp.asarray(rows), jnp.asarray(cols))
+        dtype = self.inputs.dtype
+
+        def one(m, r):
+            k = jax.random.fold_in(jax.random.fold_in(self.cand_key, m), r)
+            return _embed(k, (self.d,), self.embedding, dtype)
+
+        with jax.threefry_partitionable(True):
+            fresh = jax.vmap(one)(mu.ravel(), rho.ravel()).reshape(mu.shape + (self.d,))
+        return jnp.where((mu == rho)[..., None], self.targets[mu], fresh)
+
+    def table(self, P: int):
+        if self.materialised is not None:
+            return self.materialised[:P, :P]
+        return super().table(P)
+
+    def block_scores(self, V, rows, cols, precision):
+        if self.materialised is not None:
+            C = self.materialised[rows[:, None], cols[None, :]]
+        else:
+            C = self.candidates(rows[:, None], cols[None, :])
+        return jnp.einsum("md,mbd->mb", V, C, precision=precision), C
+
+    def score_matrix(self, V, precision):
+        return jnp.einsum("md,mrd->mr", V, self.table(self.p), precision=precision)
+
+    @classmethod
+    def build(cls, inputs, targets, cand_key, init_key, embedding, materialise_limit):
+        task = cls(
+            inputs=inputs,
+            targets=targets,
+            cand_key=cand_key,
+            init_key=init_key,
+            materialised=None,
+            embedding=embedding,
+        )
+        p, d = inputs.shape
+        if p * p * d > materialise_limit:
+            return task
+        return eqx.tree_at(lambda t: t.materialised, task, task.table(p), is_leaf=lambda x: x is None)
+
+    def block_sum(self, weights, C, precision):
+        return jnp.einsum("mb,mbd->md", weights, C, precision=precision)
+
+
+Task = AbstractTask
+# The problem registry: a new problem is a final AbstractTask and one entry here.
+PROBLEM_CLASSES: dict[str, type[AbstractTask]] = {"op": OPTask, "dp": DPTask}
+PROBLEMS = tuple(PROBLEM_CLASSES)
+
+
+def dp_candidates(task: AbstractTask, mu, rho) -> Float[Array, "... d"]:
+    """Candidates `c^(mu)_rho` of a task for broadcastable integer arrays `mu`, `rho`
+    (`task.candidates`, kept as a function for the tests and the README).
+
+    **Arguments:** `task`: one task; `mu`, `rho`: broadcastable integer arrays.
+
+    **Returns:** the candidates, shape `broadcast(mu, rho) + (d,)`.
     """
     mu, rho = jnp.broadcast_arrays(jnp.asarray(mu), jnp.asarray(rho))
-    dtype = task.inputs.dtype
-
-    def one(m, r):
-        k = jax.random.fold_in(jax.random.fold_in(task.cand_key, m), r)
-        return _embed(k, (task.d,), task.embedding, dtype)
-
-    with jax.threefry_partitionable(True):
-        fresh = jax.vmap(one)(mu.ravel(), rho.ravel()).reshape(mu.shape + (task.d,))
-    tgt = task.targets[mu]
-    return jnp.where((mu == rho)[..., None], tgt, fresh)
+    if task.shared:
+        return jnp.broadcast_to(task.targets[rho], mu.shape + (task.d,))
+    return task.candidates(mu, rho)
 
 
 def _check_key(key) -> None:
@@ -124,6 +279,13 @@ def make_task(
 
     Tasks are nested in `p`: with the same key, the task at `p` is the prefix of the task at
     `p' > p` (inputs, targets and DP candidates), so storability is monotone in `p`.
+
+    **Arguments:** `key`: a typed PRNG key; `d`, `p`: dimension and associations (`>= 2`);
+    `problem`: `"op"` or `"dp"` (the `PROBLEM_CLASSES` registry); `embedding`: `"gaussian"` or
+    `"sphere"`; `dtype`: of the arrays; `materialise_limit`: the most DP candidate floats held as
+    one array.
+
+    **Returns:** an `OPTask` or a `DPTask`.
     """
     _check_key(key)
     d = check_int("d", d, 2)
@@ -137,17 +299,17 @@ def make_task(
         k_in, k_out, k_cand, k_init = jax.random.split(key, 4)
         inputs = _embed(k_in, (p, d), embedding, dtype)
         targets = _embed(k_out, (p, d), embedding, dtype)
-        task = Task(inputs, targets, k_cand, k_init, None, problem, embedding)
-        if problem == "dp" and p * p * d <= materialise_limit:
-            idx = jnp.arange(p)
-            cands = dp_candidates(task, idx[:, None], idx[None, :])
-            task = eqx.tree_at(lambda t: t.candidates, task, cands, is_leaf=lambda x: x is None)
-    return task
+        return PROBLEM_CLASSES[problem].build(inputs, targets, k_cand, k_init, embedding, materialise_limit)
 
 
 def make_tasks(key: PRNGKeyArray, *, n: int, d: int, p: int, **kwargs) -> Task:
     """`n` independent tasks stacked on a leading ensemble axis (task `i` uses
-    `fold_in(key, i)`, so a batch is the stack of the single tasks)."""
+    `fold_in(key, i)`, so a batch is the stack of the single tasks).
+
+    **Arguments:** `key`: a typed PRNG key; `n`: the ensemble size; `d`, `p`, `**kwargs`: as `make_task`.
+
+    **Returns:** one task whose arrays have a leading axis `n`.
+    """
     n = check_int("n", n, 1)
     _check_key(key)
     d = check_int("d", d, 2)

@@ -22,11 +22,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._solvers._adam import _Instance as _AdamInstance, AdamConfig, AdamProtocol
+from ._solvers._adam import _Instance as _AdamInstance, AdamProtocol
 from ._solvers._constraints import batch_constraints
 from ._solvers._decide import decide_constraints, DecideConfig, STORABLE, UNDECIDED, UNSTORABLE, verify
 from ._solvers._runner import run_ensemble
-from ._tasks import load, p_from_alpha, Task
+from ._tasks import alpha_of, p_from_alpha, Task
+from ._train import TrainConfig
 from ._validate import check_int, check_real, InvalidArgument
 
 
@@ -57,11 +58,24 @@ class SearchPlan(eqx.Module):
         check_int("pad", self.pad, 1)
 
 
+def start_load(d: int, kappa: float = 1.0) -> float:
+    """Where a capacity search starts: the theory's `alpha_c(p0, kappa)` at the first guess
+    `p0 = d^2 / ln d^2` (the asymptotic law `p ln p / d^2 ~ 1/2` inverted to leading order).
+    The one home of the starting guess; `guess_p` refines it."""
+    from . import theory as th
+
+    return float(th.alpha_c(float(_first_p(d)), kappa=float(kappa)))
+
+
+def _first_p(d: int) -> int:
+    return max(2, round(d * d / max(math.log(d * d), 1.0)))
+
+
 def guess_p(d: int, kappa: float = 1.0) -> int:
     """The `p` at which the load equals the theory's `alpha_c(p, kappa)` (a fixed point)."""
     from . import theory as th
 
-    p = max(2, round(d * d / max(math.log(d * d), 1.0)))
+    p = _first_p(d)
     for _ in range(4):
         p = p_from_alpha(d, float(th.alpha_c(float(p), kappa=float(kappa), se_target=0.005)))
     return p
@@ -128,7 +142,7 @@ def search_thresholds(
     solver: str = "certified",
     rank: int | None = None,
     decide_config: DecideConfig = DecideConfig(),
-    adam_config: AdamConfig = AdamConfig(),
+    adam_config: TrainConfig = TrainConfig(),
     log=None,
 ) -> Thresholds:
     """Find every seed's threshold `p*` by bracketing and bisection.
@@ -200,7 +214,13 @@ def search_thresholds(
 
 def median_ci(n: int, level: float = 0.95) -> tuple[int, int]:
     """1-based ranks `(j, k)` such that `[x_(j), x_(k)]` covers the median of any continuous law
-    with probability at least `level` (binomial order statistics, symmetric)."""
+    with probability at least `level` (binomial order statistics, symmetric).
+
+    **Arguments:** `n`: the number of seeds; `level`: the coverage.
+
+    **Returns:** `(j, k)`: the 0-based order statistics whose interval `[x_(j), x_(k)]` covers the
+    median with probability at least `level` for any continuous law.
+    """
     from math import comb
 
     check_int("n", n, 1)
@@ -229,7 +249,7 @@ def median_capacity(lo, hi, d: int, level: float = 0.95) -> dict:
     j, k = median_ci(n, level)
     p_lo = float(lower[j - 1]) if j >= 1 else math.nan
     p_hi = float(upper[k - 1]) if k <= n else math.nan
-    a = lambda p: load(d, p) if math.isfinite(p) and p >= 2 else math.nan
+    a = lambda p: alpha_of(d, p) if math.isfinite(p) and p >= 2 else math.nan
     return dict(
         p_c=p_c,
         alpha_c=a(p_c),
@@ -251,4 +271,4 @@ def logistic_cross_check(p_star, d: int) -> float:
     x = np.repeat(np.log(grid), p_star.size)
     y = (p_star[None, :] >= grid[:, None]).astype(float).ravel()
     p = _p_c(x, y)
-    return load(d, p) if math.isfinite(p) and p >= 2 else math.nan
+    return alpha_of(d, p) if math.isfinite(p) and p >= 2 else math.nan

@@ -9,7 +9,7 @@ instance is frozen.
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -21,7 +21,7 @@ import optax
 
 from ._loss import cross_entropy
 from ._metrics import ensemble_metrics, Metrics
-from ._models import Factored, FullRank, rank_of
+from ._models import Factored, FullRank, memory_class, rank_of
 from ._parallel import ensemble_mesh, pad_to, shard_ensemble, unpad
 from ._tasks import Task
 from ._validate import check_int, check_memory, check_positive, InvalidArgument
@@ -41,20 +41,66 @@ class TrainState(eqx.Module):
     loss: jax.Array
 
 
+class TrainConfig(eqx.Module):
+    """What a training run does, as one validated value (docs/science.md, 2.6: the paper's
+    protocol is Adam on the mean softmax cross-entropy, full batch, stopped at the first step
+    at which every association is stored).
+
+    **Arguments:**
+
+    - `steps`: the update budget; each instance is evaluated at most `steps + 1` times.
+    - `lr`: the learning rate (`train(..., lr=)` may give one per instance).
+    - `init_scale`: `W` starts with entries `N(0, init_scale^2 / d)`.
+    - `optimizer`: an optax `GradientTransformation` factory taking `learning_rate`.
+    - `chunk`: steps per jitted `lax.scan` between host checks (the last chunk is trimmed).
+    - `stream`, `block`: force the dense or streaming loss (`None`: `use_stream`'s rule), and
+      the streaming column block.
+    - `early_stop`: stop once every instance is stored or diverged.
+
+    The record identity of a run is `identity()`: the knobs that change its numbers.
+    """
+
+    steps: int = DEFAULT_STEPS
+    lr: float = DEFAULT_LR
+    init_scale: float = DEFAULT_INIT_SCALE
+    optimizer: Callable[..., optax.GradientTransformation] = eqx.field(static=True, default=optax.adam)
+    chunk: int = 100
+    stream: bool | None = None
+    block: int = 256
+    early_stop: bool = True
+
+    def __check_init__(self):
+        check_int("steps", self.steps, 0)
+        check_positive("lr", self.lr)
+        check_positive("init_scale", self.init_scale)
+        check_int("chunk", self.chunk, 1)
+        check_int("block", self.block, 1)
+        if not callable(self.optimizer):
+            raise InvalidArgument(
+                f"optimizer must be an optax factory such as optax.adam, got {self.optimizer!r}"
+            )
+        if self.stream not in (None, True, False):
+            raise InvalidArgument(f"stream must be None, True or False, got {self.stream!r}")
+
+    def identity(self) -> dict:
+        """The knobs a record stores (and its id hashes): those that change the numbers."""
+        out = dict(steps=int(self.steps), lr=float(self.lr), init_scale=float(self.init_scale))
+        if self.optimizer is not optax.adam:
+            out["optimizer"] = getattr(self.optimizer, "__name__", repr(self.optimizer))
+        return out
+
+
 class _Config(eqx.Module):
     model: type = eqx.field(static=True)
     d: int = eqx.field(static=True)
     m: int = eqx.field(static=True)
     init_scale: float = eqx.field(static=True)
     optimizer: Callable = eqx.field(static=True)
-    chunk: int = eqx.field(static=True)
     stream: bool | None = eqx.field(static=True)
     block: int = eqx.field(static=True)
 
     def init_model(self, key, dtype):
-        if self.model is Factored:
-            return Factored.init(key, self.d, m=self.m, init_scale=self.init_scale, dtype=dtype)
-        return FullRank.init(key, self.d, init_scale=self.init_scale, dtype=dtype)
+        return self.model.init(key, self.d, m=self.m, init_scale=self.init_scale, dtype=dtype)
 
     def opt(self, lr):
         return optax.inject_hyperparams(self.optimizer)(learning_rate=lr)
@@ -90,13 +136,13 @@ def _step(cfg: _Config, task: Task, state: TrainState, t, steps):
 
 
 @eqx.filter_jit
-def _chunk(cfg: _Config, mesh, tasks: Task, state: TrainState, t0, steps):
+def _chunk(cfg: _Config, mesh, tasks: Task, state: TrainState, t0, steps, length: int):
     def ensemble(tasks, state, t0, steps):
         def one(task, st):
             def body(st, t):
                 return _step(cfg, task, st, t, steps), None
 
-            return jax.lax.scan(body, st, t0 + jnp.arange(cfg.chunk))[0]
+            return jax.lax.scan(body, st, t0 + jnp.arange(length))[0]
 
         return jax.vmap(one)(tasks, state)
 
@@ -130,15 +176,8 @@ class Run(eqx.Module):
     diverged: np.ndarray
     lr: np.ndarray
     steps_run: int
+    evaluations: int  # loss evaluations per instance (at most steps + 1)
     seconds: float
-
-
-def _model_class(model):
-    if model is FullRank or model == "full":
-        return FullRank
-    if model is Factored or model == "factored":
-        return Factored
-    raise InvalidArgument(f"model must be FullRank, Factored, 'full' or 'factored', got {model!r}")
 
 
 def _learning_rates(lr, n: int) -> np.ndarray:
@@ -168,65 +207,69 @@ def train_bytes(n: int, d: int, p: int, m: int, dp_materialised: bool) -> float:
 def train(
     model,
     tasks: Task,
+    config: TrainConfig = TrainConfig(),
     *,
-    steps: int = DEFAULT_STEPS,
-    lr=DEFAULT_LR,
-    optimizer: Callable = optax.adam,
-    init_scale: float = DEFAULT_INIT_SCALE,
+    lr=None,
     m: int | None = None,
     kappa: float | None = None,
-    chunk: int = 100,
-    stream: bool | None = None,
-    block: int = 256,
-    progress: bool = True,
-    early_stop: bool = True,
+    progress: bool = False,
     devices=None,
+    **overrides,
 ) -> Run:
-    """Train one memory per task in the batch `tasks` (leading axis `n`) with `optimizer`
-    (an optax constructor taking `learning_rate`, Adam by default) on the mean softmax
-    cross-entropy, full batch, until each instance stores all `p` or `steps` updates are spent.
+    """Train one memory per task in the batch `tasks` (leading axis `n`) as `config` says, on
+    the mean softmax cross-entropy, full batch, until each instance stores all `p` or the
+    budget is spent. An instance that stores all (or whose loss is not finite) is frozen, so a
+    vmapped ensemble equals a loop of single runs.
 
-    `lr` is a scalar or one learning rate per instance. `model` is `FullRank` or `Factored`
-    (rank from `m` or `kappa`); the initialisation is drawn from each task's `init_key`.
-    The ensemble is spread over `devices` (default: all local accelerators, see
-    `ensemble_mesh`; padded to a multiple of their number). `early_stop=False` runs the whole
-    budget even when every instance is done
-    (for benchmarks: frozen instances still compute their step).
+    **Arguments:**
+
+    - `model`: an `AbstractMemory` subclass (`FullRank`, `Factored`) or its registry name;
+      `m` or `kappa` give a factored memory's rank.
+    - `tasks`: a batch from `make_tasks`; each instance's initialisation comes from its task.
+    - `config`: a `TrainConfig`; `**overrides` replace its fields (`steps=500` is
+      `dataclasses.replace(config, steps=500)`, validated the same way).
+    - `lr`: one learning rate per instance (default: `config.lr` for all).
+    - `devices`: spread the ensemble over these (default: all local accelerators, see
+      `ensemble_mesh`; padded to a multiple of their number).
+
+    **Returns:** a `Run`.
     """
-    steps = check_int("steps", steps, 0)
-    chunk = check_int("chunk", chunk, 1)
-    check_positive("init_scale", init_scale)
+    config = dataclasses.replace(config, **overrides) if overrides else config
+    if not isinstance(config, TrainConfig):
+        raise InvalidArgument(f"config must be a TrainConfig, got {config!r}")
     if tasks.inputs.ndim != 3:
         raise InvalidArgument("tasks must be a batch from make_tasks (leading ensemble axis)")
     n, p, d = tasks.inputs.shape
-    block = check_int("block", block, 1)
-    lr = _learning_rates(lr, n)
-    cls = _model_class(model)
+    lr = _learning_rates(config.lr if lr is None else lr, n)
+    cls = memory_class(model)
     if cls is FullRank and (m is not None or kappa is not None):
         raise InvalidArgument(f"m and kappa apply to Factored only, got m={m!r}, kappa={kappa!r}")
     rank = rank_of(d, m=m, kappa=kappa) if cls is Factored else d
-    check_memory("d, p and the ensemble size", train_bytes(n, d, p, rank, tasks.candidates is not None))
-    cfg = _Config(cls, d, rank, float(init_scale), optimizer, chunk, stream, block)
+    dp_table = getattr(tasks, "materialised", None) is not None
+    check_memory("d, p and the ensemble size", train_bytes(n, d, p, rank, dp_table))
+    steps, chunk = config.steps, config.chunk
+    cfg = _Config(cls, d, rank, float(config.init_scale), config.optimizer, config.stream, config.block)
     t_start = time.perf_counter()
     mesh = ensemble_mesh(devices)
     n_dev = 1 if mesh is None else mesh.size
     run_tasks, _ = pad_to(tasks, n, n_dev)
     state = _init(cfg, run_tasks, jnp.asarray(pad_to(jnp.asarray(lr, jnp.float32), n, n_dev)[0]))
-    n_chunks = math.ceil((steps + 1) / chunk)
+    # steps + 1 evaluations in all (the last one only checks): whole chunks, then a trimmed one
+    lengths = [chunk] * ((steps + 1) // chunk) + ([(steps + 1) % chunk] if (steps + 1) % chunk else [])
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=n_chunks * chunk, unit="step", desc=f"train d={d} p={p} n={n}", leave=False)
+        bar = tqdm(total=steps + 1, unit="step", desc=f"train d={d} p={p} n={n}", leave=False)
     t0 = 0
-    for _ in range(n_chunks):
-        state = _chunk(cfg, mesh, run_tasks, state, jnp.asarray(t0), jnp.asarray(steps))
-        t0 += chunk
+    for length in lengths:
+        state = _chunk(cfg, mesh, run_tasks, state, jnp.asarray(t0), jnp.asarray(steps), length)
+        t0 += length
         finished = np.asarray((state.done_step >= 0) | state.diverged)[:n]
         if bar is not None:
-            bar.update(chunk)
+            bar.update(length)
             bar.set_postfix(stored=f"{int((np.asarray(state.done_step)[:n] >= 0).sum())}/{n}")
-        if early_stop and finished.all():
+        if config.early_stop and finished.all():
             break
     if bar is not None:
         bar.close()
@@ -247,5 +290,6 @@ def train(
         diverged=diverged,
         lr=lr,
         steps_run=min(t0, steps),
+        evaluations=t0,
         seconds=time.perf_counter() - t_start,
     )

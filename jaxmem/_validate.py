@@ -89,6 +89,24 @@ def check_choice(name: str, value, choices) -> str:
     return value
 
 
+def rank_of(d: int, *, m: int | None = None, kappa: float | None = None) -> int:
+    """The rank `m` from `m` or `kappa = m / d` (rounded, at least 1); validates both.
+
+    This is the one place where `round(kappa * d)` is computed.
+
+    **Arguments:** `d`: the dimension; `m`: the rank, or `kappa`: the rank fraction in `(0, 1]`
+    (default 1).
+
+    **Returns:** the rank `m`.
+    """
+    if m is not None and kappa is not None:
+        raise InvalidArgument("give the rank as m or as kappa, not both")
+    if m is not None:
+        return check_int("m", m, 1, d)
+    kappa = 1.0 if kappa is None else check_real("kappa", kappa, low=0.0, high=1.0, low_open=True)
+    return max(1, round(kappa * d))
+
+
 def available_bytes() -> int:
     """Memory of the default device: its allocator's limit on an accelerator, the physical
     memory on the CPU."""

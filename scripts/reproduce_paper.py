@@ -10,12 +10,11 @@ an interruption. Several hosts: give each `--shard i/n` and the same `--out`; th
 """
 
 import argparse
-import math
 import sys
 
-from jaxmem import theory as th
-from jaxmem._study import write_report
+from jaxmem._study import prepare_figures, write_report
 from jaxmem._sweep import Knobs, search_capacity, Store
+from jaxmem._threshold import start_load
 
 
 FULL = dict(ds=[32, 64, 128, 256, 512], seeds=32, kappas=[0.25, 0.5, 0.75], kappa_d=128)
@@ -35,7 +34,7 @@ def main(argv=None):
     knobs = Knobs(seeds=plan["seeds"], steps=2000 if a.quick else 20000)
     jobs = []
     for d in plan["ds"]:
-        guess = float(th.alpha_c(float(d * d / math.log(d * d))))
+        guess = start_load(d)
         jobs += [dict(d=d, problem=pr, model="full", alpha0=guess) for pr in ("op", "dp")]
         jobs += [dict(d=d, problem=pr, model="hebbian", alpha0=0.06) for pr in ("op", "dp")]
     d = plan["kappa_d"]
@@ -46,12 +45,13 @@ def main(argv=None):
                 problem="op",
                 model="factored",
                 kappa=k,
-                alpha0=float(th.alpha_c(float(d * d / math.log(d * d)), kappa=k)),
+                alpha0=start_load(d, k),
             )
         )
     for job in jobs[i::n]:
         search_capacity(store, knobs=knobs, log=sys.stderr, **job)
     if n == 1:
+        prepare_figures(store)
         print(f"report: {write_report(a.out)[0]}")
 
 

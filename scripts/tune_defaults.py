@@ -10,13 +10,14 @@ counts, at d = 32 near the transition, how many of 8 seeds store all for each (l
 import itertools
 import json
 
+from jaxmem import TrainConfig
 from jaxmem._experiment import run_experiment
 
 
 def main():
     rows = []
     for lr, steps, alpha in itertools.product([0.01, 0.03, 0.1], [1000, 5000], [0.9, 0.95, 1.0]):
-        r = run_experiment(d=32, alpha=alpha, problem="op", seeds=8, lr=lr, steps=steps)
+        r = run_experiment(d=32, alpha=alpha, problem="op", seeds=8, config=TrainConfig(steps=steps, lr=lr))
         done = [s for s in r["steps_to_store"] if s is not None]
         rows.append(
             dict(

@@ -23,7 +23,7 @@ def _arrays(task, p):
     if task.problem == "op":
         C = np.broadcast_to(np.asarray(task.targets[:p], np.float64), (p, p, E.shape[1]))
     else:
-        C = np.asarray(task.candidates[:p, :p], np.float64)
+        C = np.asarray(task.materialised[:p, :p], np.float64)
     return E, C
 
 
@@ -97,7 +97,7 @@ def test_nested_tasks_are_prefix_equal():
             np.testing.assert_array_equal(a.inputs, b.inputs[:10])
             np.testing.assert_array_equal(a.targets, b.targets[:10])
             if problem == "dp":
-                np.testing.assert_array_equal(a.candidates, b.candidates[:10, :10])
+                np.testing.assert_array_equal(a.materialised, b.materialised[:10, :10])
 
 
 def test_nesting_holds_whatever_the_threefry_flag():
@@ -106,7 +106,7 @@ def test_nesting_holds_whatever_the_threefry_flag():
         b = jm.make_task(jax.random.key(3), d=8, p=17, problem="dp")
     c = jm.make_task(jax.random.key(3), d=8, p=10, problem="dp")
     np.testing.assert_array_equal(a.inputs, b.inputs[:10])
-    np.testing.assert_array_equal(a.candidates, b.candidates[:10, :10])
+    np.testing.assert_array_equal(a.materialised, b.materialised[:10, :10])
     np.testing.assert_array_equal(a.inputs, c.inputs)
 
 
@@ -169,14 +169,15 @@ def test_median_ci_covers_at_the_stated_rate(n, level):
 
 
 def test_adam_protocol_follows_train():
-    from jaxmem._solvers._adam import _Instance, AdamConfig, AdamProtocol
+    from jaxmem import TrainConfig
+    from jaxmem._solvers._adam import _Instance, AdamProtocol
     from jaxmem._solvers._constraints import batch_constraints
     from jaxmem._solvers._runner import run_ensemble
 
     d, p, n = 12, 40, 4
     tasks = jm.make_tasks(jax.random.key(5), n=n, d=d, p=p, problem="op")
     run = jm.train(jm.FullRank, tasks, steps=600, progress=False)
-    cfg = AdamConfig(steps=600)
+    cfg = TrainConfig(steps=600)
     for P in (p, p + 9):  # unpadded, and padded with masked rows and columns
         big = jm.make_tasks(jax.random.key(5), n=n, d=d, p=P, problem="op")
         st = run_ensemble(

@@ -191,7 +191,6 @@ def test_fault_python_api_refuses_bad_values_and_accepts_numpy_scalars():
     tasks = jm.make_tasks(jax.random.key(0), n=3, d=8, p=10)
     for kwargs, name in [
         (dict(lr=[0.1, 0.2]), "lr"),
-        (dict(lr=None), "lr"),
         (dict(block=0), "block"),
         (dict(kappa=0.5), "kappa"),
     ]:

@@ -59,11 +59,11 @@ def test_dp_candidates_deterministic_and_regenerated():
     t1 = jm.make_task(key, d=4, p=11, problem="dp")
     t2 = jm.make_task(key, d=4, p=11, problem="dp")
     big = jm.make_task(key, d=4, p=11, problem="dp", materialise_limit=0)
-    assert t1.candidates is not None and big.candidates is None
-    np.testing.assert_array_equal(t1.candidates, t2.candidates)
+    assert t1.materialised is not None and big.materialised is None
+    np.testing.assert_array_equal(t1.materialised, t2.materialised)
     idx = jnp.arange(11)
-    np.testing.assert_array_equal(jm.dp_candidates(big, idx[:, None], idx[None, :]), t1.candidates)
-    np.testing.assert_array_equal(t1.candidates[idx, idx], t1.targets)  # target slot
+    np.testing.assert_array_equal(jm.dp_candidates(big, idx[:, None], idx[None, :]), t1.materialised)
+    np.testing.assert_array_equal(t1.materialised[idx, idx], t1.targets)  # target slot
     V = jax.random.normal(jax.random.key(6), (11, 4))
     np.testing.assert_allclose(jm.cross_entropy(V, big)[0], jm.cross_entropy(V, t1)[0], rtol=1e-6)
     assert MATERIALISE_LIMIT * 4 <= 2**30  # never more than 1 GiB of candidates per task
@@ -74,7 +74,7 @@ def test_dp_candidates_independent_across_inputs():
     (mean within 5 standard errors of 0, variance within 5 of its standard error of 1)."""
     d, p = 16, 64
     task = jm.make_task(jax.random.key(7), d=d, p=p, problem="dp")
-    C = np.asarray(task.candidates, np.float64)
+    C = np.asarray(task.materialised, np.float64)
     mu, nu = np.triu_indices(p, 1)
     x = []
     for rho in range(p):

@@ -171,6 +171,7 @@ def test_saddle_q_to_one_at_gardner_capacity(x64):
     comps = -np.sort(-z[:, 1:], axis=1)
     d2 = th.project(z[:, 0], np.concatenate([comps, -np.inf * np.ones((n, 1))], 1)).dist2
     a_c = math.log(p) / float(d2.mean())
+    assert float(th.sample_capacity(p, key=key, samples=n)) == pytest.approx(a_c, rel=1e-12)
     path = th.saddle_path(a_c * np.array([0.5, 0.8, 0.9, 0.95, 0.98, 0.99]), p, key=key, samples=n)
     q = np.asarray(path.q)
     assert np.all(np.asarray(path.status) == 0)

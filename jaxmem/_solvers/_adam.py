@@ -10,8 +10,6 @@ from the mean.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -20,34 +18,9 @@ from jax import lax
 from jaxtyping import Array, Bool
 
 from .._models import Factored, FullRank
-from .._validate import check_int, check_positive
+from .._train import TrainConfig
 from ._constraints import Constraints
 from ._runner import AbstractEnsembleSolver
-
-
-class AdamConfig(eqx.Module):
-    """Settings of the Adam protocol.
-
-    **Arguments:**
-
-    - `steps`: the step budget (updates); the weights are evaluated `steps + 1` times at most.
-    - `lr`: the learning rate.
-    - `init_scale`: initial singular values are `init_scale` times the quarter circle.
-    - `optimizer`: an optax constructor taking `learning_rate` (Adam by default).
-    - `chunk`: steps per jitted chunk between compactions.
-    """
-
-    steps: int = 5000
-    lr: float = 3e-2
-    init_scale: float = 1e-3
-    optimizer: Callable = eqx.field(static=True, default=optax.adam)
-    chunk: int = 100
-
-    def __check_init__(self):
-        check_int("steps", self.steps, 0)
-        check_positive("lr", self.lr)
-        check_positive("init_scale", self.init_scale)
-        check_int("chunk", self.chunk, 1)
 
 
 class _Instance(eqx.Module):
@@ -87,7 +60,7 @@ def masked_ce(cons: Constraints, W, precision=lax.Precision.DEFAULT):
 class AdamProtocol(AbstractEnsembleSolver):
     """Adam on the cross-entropy until all are stored or the budget is spent."""
 
-    config: AdamConfig
+    config: TrainConfig
     rank: int | None = eqx.field(static=True, default=None)
 
     def _opt(self):

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-from .._tasks import dp_candidates, Task
+from .._tasks import Task
 from .._validate import InvalidArgument
 
 
@@ -95,15 +95,7 @@ def constraints(task: Task, p, P: int | None = None) -> Constraints:
     P = int(p) if P is None else int(P)
     if P > task.p:
         raise InvalidArgument(f"P must be <= task.p = {task.p}, got {P}")
-    E = task.inputs[:P]
-    if task.problem == "op":
-        C = task.targets[:P]
-    elif task.candidates is not None:
-        C = task.candidates[:P, :P]
-    else:
-        idx = jnp.arange(P)
-        C = dp_candidates(task, idx[:, None], idx[None, :])
-    return Constraints(E, C, jnp.asarray(p, jnp.int32))
+    return Constraints(task.inputs[:P], task.table(P), jnp.asarray(p, jnp.int32))
 
 
 def batch_constraints(tasks: Task, ps, P: int) -> Constraints:

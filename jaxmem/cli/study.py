@@ -4,7 +4,6 @@ read-only commands that summarise one."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -104,13 +103,13 @@ def _cmd_sweep(a):
 
 def _measurement_points(a) -> list[dict]:
     from .._measure import point_configs
-    from .._solvers._adam import AdamConfig
     from .._solvers._decide import DecideConfig
+    from .._train import TrainConfig
 
     if a.model == "factored" and not a.kappa:
         raise ArgumentError("jaxmem capacity: error: argument --kappa: required with --model factored")
     dcfg = DecideConfig(tol=a.tol)
-    acfg = AdamConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale)
+    acfg = TrainConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale)
     units = []
     for d in a.d:
         for problem in a.problem:
@@ -217,6 +216,7 @@ def _cmd_demo(a):
     from .._models import resolve_kappa
     from .._study import prepare_figures, write_report
     from .._sweep import search_capacity, Store
+    from .._threshold import start_load
 
     t0 = time.perf_counter()
     knobs = _knobs(a)
@@ -228,7 +228,7 @@ def _cmd_demo(a):
     log = None if a.json else sys.stderr
     progress = not (a.quiet or a.json)
     for d in a.ds:
-        guess = float(th.alpha_c(float(max(2, round(d * d / math.log(d * d))))))
+        guess = start_load(d)
         for problem in ("op", "dp"):
             search_capacity(
                 store,
@@ -243,7 +243,7 @@ def _cmd_demo(a):
         search_capacity(store, d=d, problem="op", model="hebbian", knobs=knobs, alpha0=0.06, log=log)
     if d_f:
         kappa = a.factored_kappa
-        guess = float(th.alpha_c(float(d_f * d_f / math.log(d_f * d_f)), kappa=kappa))
+        guess = start_load(d_f, kappa)
         search_capacity(
             store,
             d=d_f,

@@ -63,6 +63,7 @@ def _saddle(a):
 
 
 def _hebbian(a):
+    from .._tasks import alpha_of
     from ..theory import hebbian, hebbian_asymptotic
 
     h = hebbian(a.d, a.p, a.problem)
@@ -70,7 +71,7 @@ def _hebbian(a):
         d=a.d,
         p=a.p,
         problem=a.problem,
-        alpha=a.p * math.log(a.p) / a.d**2,
+        alpha=alpha_of(a.d, a.p),
         accuracy=float(h.accuracy),
         accuracy_se=float(h.accuracy_se),
         p_all_stored=float(h.p_all_stored),

@@ -37,13 +37,14 @@ def run_info() -> dict:
     """Versions and device, for every result a command prints."""
     import jax
 
-    from .._sweep import versions
+    from .._provenance import versions
 
     return dict(versions=versions(), device=str(jax.devices()[0].platform))
 
 
 def _cmd_train(a):
     from .._experiment import run_experiment
+    from .._train import TrainConfig
 
     if a.p is None and a.alpha is None:
         raise ArgumentError("jaxmem train: error: give --p or --alpha")
@@ -58,7 +59,7 @@ def _cmd_train(a):
         seed0=a.seed0,
         embedding=a.embedding,
         progress=not (a.quiet or a.json),
-        **train_knobs(a),
+        config=TrainConfig(**train_knobs(a)),
     )
     res.update(run_info())
     if a.json:

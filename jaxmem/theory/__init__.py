@@ -19,6 +19,15 @@ from ._capacity import (
 )
 from ._hebbian import ALPHA_ALL_STORED, Hebbian, hebbian, hebbian_asymptotic
 from ._listwise import kappa_r, listwise_alpha_c
-from ._replica import free_entropy, log_zout, Saddle, saddle, saddle_path, STATUS
+from ._replica import free_entropy, log_zout, Saddle, saddle, saddle_path, sample_capacity, STATUS
 from ._scores import hebbian_scores, optimal_scores, ScoreLaw
-from ._spectra import F, product_spectrum, qc_cdf, qc_density, qc_sample, s_kappa, truncated_density
+from ._spectra import (
+    F,
+    init_spectrum,
+    product_spectrum,
+    qc_cdf,
+    qc_density,
+    qc_sample,
+    s_kappa,
+    truncated_density,
+)

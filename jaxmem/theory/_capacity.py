@@ -33,6 +33,11 @@ def top_order_stats(key, n, k: int, shape=()):
 
     `-ln U_(n-j+1) = sum_{i<=j} E_i / (n - i + 1)`, `E_i ~ Exp(1)`; entries `j >= n` are `-inf`.
     `n` may be a float (and traced), so the law is differentiable in `n`.
+
+    **Arguments:** `key`: of the draws; `n`: the number of competitors; `k`: how many of the largest
+    to return; `shape`: the batch shape.
+
+    **Returns:** `shape + (k,)` decreasing order statistics of `n` standard normals.
     """
     n = f64(n)
     j = jnp.arange(k, dtype=jnp.float64)
@@ -61,6 +66,11 @@ def project(z1, top, margin=0.0) -> Projection:
 
     Competitors are shifted by `margin` (then the cone is `C_p(0)`); with sorted shifted values
     `y_(j)`, `k` is the first with `t_k = (z1 + sum_{j<=k} y_(j)) / (1 + k) >= y_(k+1)`.
+
+    **Arguments:** `z1`: the target field; `top`: the decreasing competitor order statistics;
+    `margin`: the shift.
+
+    **Returns:** a `Projection` (water level, best competitor, pooled count, `dist2`, completeness).
     """
     z1, top, margin = f64(z1), f64(top), f64(margin)
     y = top + margin
@@ -104,6 +114,11 @@ def dist2_given_competitors(top, margin=0.0):
     `S_k, Q_k` the sum and sum of squares of the `k` largest shifted competitors; the Gaussian
     partial moments of each interval give the expectation. Also returns the mass `P(z_1 < b_K)`
     that would need more than the `K` sampled statistics.
+
+    **Arguments:** `top`: the decreasing top competitor order statistics (last axis; `-inf`
+    padding); `margin`: the shift.
+
+    **Returns:** `(E dist^2, mass beyond the statistics)`.
     """
     y = f64(top) + f64(margin)
     K = y.shape[-1] - 1
@@ -137,6 +152,11 @@ def e_dist2(p, margin=0.0, *, key=None, samples: int = 65_536, top: int | None =
 
     Competitors: `top + 1` sampled order statistics; the target field is integrated exactly.
     Returns `(mean, se, incomplete)`, `incomplete` the neglected probability mass.
+
+    **Arguments:** `p`: associations; `margin`: the shift; `key`: of the samples; `samples`: how
+    many; `top`: order statistics kept.
+
+    **Returns:** `(mean, standard error, incomplete mass)` of `dist^2`.
     """
     _check_p(p)
     _check_margin(margin)
@@ -212,6 +232,12 @@ def capacity(
 
     Samples competitor order statistics in blocks until the standard error of `alpha_c` is
     below `se_target` (or `max_samples` are used). `p = inf` gives the asymptote `F(kappa)/2`.
+
+    **Arguments:** `p`: associations (`>= 2`, or `inf`); `kappa`: the rank fraction; `margin`: the
+    normalised margin; `key`: of the order-statistic samples; `se_target`: the standard error to
+    reach on `alpha_c`; `max_samples`: the sample cap; `top`: order statistics kept per sample.
+
+    **Returns:** a `Capacity` (`alpha_c`, `alpha_c_se`, `e_dist2`, ...).
     """
     _check_p(p)
     _check_kappa(kappa)
@@ -241,12 +267,23 @@ def _capacity(key, p, kappa, margin, se_target, top, max_blocks):
 
 
 def alpha_c(p, kappa=1.0, margin=0.0, **kwargs):
-    """Capacity in the load `p ln p / d^2` (float64, differentiable in `p` and `kappa`)."""
+    """Capacity in the load `p ln p / d^2` (float64, differentiable in `p` and `kappa`).
+
+    **Arguments:** `p`: associations (`>= 2`, or `inf`); `kappa`: the rank fraction; `margin`: the
+    required normalised margin; `**kwargs`: as `capacity`.
+
+    **Returns:** `alpha_c(p, kappa)` (float64).
+    """
     return capacity(p, kappa, margin, **kwargs).alpha_c
 
 
 @float64
 def alpha_c_asymptotic(kappa=1.0):
-    """`lim_{p -> inf} alpha_c(p, kappa) = F(kappa) / 2` (1/2 at full rank)."""
+    """`lim_{p -> inf} alpha_c(p, kappa) = F(kappa) / 2` (1/2 at full rank).
+
+    **Arguments:** `kappa`: the rank fraction.
+
+    **Returns:** `F(kappa) / 2`.
+    """
     _check_kappa(kappa)
     return F(f64(kappa)) / 2

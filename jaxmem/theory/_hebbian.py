@@ -67,7 +67,13 @@ def _check(d, p, problem):
 
 @float64
 def hebbian(d: int, p: int, problem: str = "op", *, key=None, samples: int = DEFAULT_SAMPLES) -> Hebbian:
-    """Finite-size Hebbian accuracy and probability that all `p` are stored."""
+    """Finite-size Hebbian accuracy and probability that all `p` are stored.
+
+    **Arguments:** `d`, `p`: dimension and associations; `problem`: `"op"` or `"dp"`; `key`,
+    `samples`: of the Monte Carlo over the target field.
+
+    **Returns:** a `Hebbian` (`accuracy`, `accuracy_se`, `p_all_stored`).
+    """
     d, p = _check(d, p, problem)
     x, sigma = target_samples(default_key(key), d, p, samples)
     if problem == "op":
@@ -79,7 +85,12 @@ def hebbian(d: int, p: int, problem: str = "op", *, key=None, samples: int = DEF
 
 @float64
 def hebbian_asymptotic(d, p, *, nodes: int = 64):
-    """`E_z Phi(d/sqrt(p) + z)^(p-1)` (Gauss-Hermite), the large-`d` Hebbian accuracy."""
+    """`E_z Phi(d/sqrt(p) + z)^(p-1)` (Gauss-Hermite), the large-`d` Hebbian accuracy.
+
+    **Arguments:** `d`, `p`: dimension and associations; `nodes`: quadrature nodes.
+
+    **Returns:** the large-`d` accuracy (float64).
+    """
     import numpy as np
 
     x, w = np.polynomial.hermite_e.hermegauss(nodes)

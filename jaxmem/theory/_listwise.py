@@ -21,14 +21,24 @@ def _pdf(x):
 
 @float64
 def kappa_r(r):
-    """Mean of `G ~ N(0,1)` above its `(1-r)` quantile."""
+    """Mean of `G ~ N(0,1)` above its `(1-r)` quantile.
+
+    **Arguments:** `r`: the tail fraction in `(0, 1]`.
+
+    **Returns:** `kappa_r` (float64).
+    """
     r = f64(r)
     return _pdf(ndtri(1 - r)) / r
 
 
 @float64
 def listwise_alpha_c(r):
-    """`alpha_G,c(r) = 1 / E[(kappa_r - G)_+^2]`, `r in (0, 1]`."""
+    """`alpha_G,c(r) = 1 / E[(kappa_r - G)_+^2]`, `r in (0, 1]`.
+
+    **Arguments:** `r`: the tail fraction in `(0, 1]`.
+
+    **Returns:** the capacity `alpha_G,c(r)` (float64).
+    """
     if isinstance(r, (int, float)) and not (0 < r <= 1):
         raise InvalidArgument(f"r must be in (0, 1], got {r!r}")
     k = kappa_r(r)

@@ -24,6 +24,7 @@ import optimistix as optx
 from jax.scipy.special import log_ndtr
 
 from .._validate import check_int, check_memory, InvalidArgument
+from ._capacity import project
 from ._common import default_key, f64, float64
 
 
@@ -40,7 +41,13 @@ def _gh(nodes: int):
 
 @float64
 def log_zout(omega, V, margin=0.0, *, nodes: int = DEFAULT_NODES):
-    """`ln Z_out(omega, V)`; `omega[0]` is the target field, the rest the competitors."""
+    """`ln Z_out(omega, V)`; `omega[0]` is the target field, the rest the competitors.
+
+    **Arguments:** `omega`, `V`: the cavity mean and variance; `margin`: the margin; `nodes`:
+    quadrature nodes.
+
+    **Returns:** `ln Z_out` (float64).
+    """
     omega, V = f64(omega), f64(V)
     a = (omega[0] - omega[1:] - margin) / jnp.sqrt(V)
     x, logw = _gh(nodes)
@@ -89,7 +96,13 @@ def _q_of_qhat(qhat):
 
 @float64
 def free_entropy(q, alpha_G, z, margin=0.0, *, nodes: int = DEFAULT_NODES):
-    """RS free entropy `phi(q)` for given samples `z`."""
+    """RS free entropy `phi(q)` for given samples `z`.
+
+    **Arguments:** `q`: the overlap; `alpha_G`: the load `alpha / ln p`; `z`: `(samples, p)` frozen
+    fields; `margin`: the margin; `nodes`: Gauss-Hermite nodes.
+
+    **Returns:** the RS free entropy at `q` (float64).
+    """
     q = f64(q)
     elz, _ = _moments(q, z, margin, nodes)
     return 0.5 * (jnp.log1p(-q) + q / (1 - q)) + alpha_G * elz
@@ -109,6 +122,22 @@ class Saddle(eqx.Module):
 
 def _samples(key, p: int, samples: int):
     return jax.random.normal(default_key(key), (samples, p), jnp.float64)
+
+
+@float64
+def sample_capacity(p: int, *, key=None, samples: int = DEFAULT_SAMPLES):
+    """The Gardner capacity on the saddle point's own frozen samples, `ln p / mean dist^2(z_i)`
+    (docs/science.md 2.1): the load at which `saddle(..., key=key, samples=samples)` has
+    `q* -> 1`. It tends to `alpha_c(p)` as `samples` grows.
+
+    **Arguments:** `p` fields per sample, the `key` and number of `samples` of `saddle`.
+
+    **Returns:** the capacity in the load `alpha = p ln p / d^2` (float64)."""
+    _check(1.0, p, 0.0, samples)
+    z = _samples(key, p, samples)
+    comps = -jnp.sort(-z[:, 1:], axis=1)
+    top = jnp.concatenate([comps, jnp.full((samples, 1), -jnp.inf)], axis=1)
+    return jnp.log(f64(p)) / jnp.mean(project(z[:, 0], top).dist2)
 
 
 def _solve(alpha, p, margin, z, u0, nodes, rtol, max_steps):
@@ -166,6 +195,12 @@ def saddle(
 
     Never raises inside transformations: an unconverged or absent solution is reported in
     `status`. Differentiable in `alpha` and `margin` by the implicit function theorem.
+
+    **Arguments:** `alpha`: the load `p ln p / d^2`; `p`: associations; `margin`: the margin; `key`,
+    `samples`: the frozen fields; `nodes`: quadrature nodes; `q0`: the start; `rtol`, `max_steps`:
+    of the Newton solve.
+
+    **Returns:** a `Saddle` (`q`, `free_entropy`, `residual`, `status`, `steps`, `alpha_G`).
     """
     _check(alpha, p, margin, samples)
     z = _samples(key, p, samples)
@@ -187,7 +222,12 @@ def saddle_path(
     max_steps: int = 64,
 ) -> Saddle:
     """Continuation along an increasing grid of loads: each solve starts from the previous `q*`
-    (restarting from `q0` after a failure). Returns a `Saddle` with a leading grid axis."""
+    (restarting from `q0` after a failure). Returns a `Saddle` with a leading grid axis.
+
+    **Arguments:** `alphas`: an increasing grid of loads; the rest as `saddle`.
+
+    **Returns:** a `Saddle` with a leading grid axis.
+    """
     alphas = f64(alphas)
     _check(p=p, alpha=1.0, margin=margin, samples=samples)
     z = _samples(key, p, samples)

@@ -36,7 +36,12 @@ class ScoreLaw(eqx.Module):
 
 @float64
 def optimal_scores(p, *, key=None, samples: int = 100_000, top: int = DEFAULT_TOP) -> ScoreLaw:
-    """Scores of the optimal memory at capacity: the target coordinate of `proj_{C_p}(z)`."""
+    """Scores of the optimal memory at capacity: the target coordinate of `proj_{C_p}(z)`.
+
+    **Arguments:** `p`: associations; `key`, `samples`: of the draws; `top`: order statistics kept.
+
+    **Returns:** a `ScoreLaw` of the max-margin memory's normalised scores.
+    """
     k1, k2 = jax.random.split(default_key(key))
     z1 = jax.random.normal(k1, (samples,), jnp.float64)
     comps = top_order_stats(k2, p - 1, top + 1, (samples,))
@@ -46,7 +51,13 @@ def optimal_scores(p, *, key=None, samples: int = 100_000, top: int = DEFAULT_TO
 
 @float64
 def hebbian_scores(d: int, p: int, problem: str = "op", *, key=None, samples: int = 100_000) -> ScoreLaw:
-    """Scores of the Hebbian memory at finite `(d, p)`, in units of `|W e_mu|`."""
+    """Scores of the Hebbian memory at finite `(d, p)`, in units of `|W e_mu|`.
+
+    **Arguments:** `d`, `p`: dimension and associations; `problem`: `"op"` or `"dp"`; `key`,
+    `samples`: of the draws.
+
+    **Returns:** a `ScoreLaw` of normalised target and best-competitor scores.
+    """
     k1, k2 = jax.random.split(default_key(key))
     x, sigma = target_samples(k1, d, p, samples)
     best = top_order_stats(k2, p - 1, 1, (samples,))[:, 0]

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import optimistix as optx
 
+from .._validate import rank_of
 from ._common import f64, float64
 
 
@@ -35,7 +36,12 @@ def _phi(kappa):
 
 @float64
 def qc_density(s):
-    """Quarter-circle density `sqrt(4 - s^2)/pi` on [0, 2], zero elsewhere."""
+    """Quarter-circle density `sqrt(4 - s^2)/pi` on [0, 2], zero elsewhere.
+
+    **Arguments:** `s`: singular values / sqrt(d).
+
+    **Returns:** the density (float64).
+    """
     s = f64(s)
     inside = (s >= 0) & (s <= 2)
     return jnp.where(inside, jnp.sqrt(jnp.clip(4 - s * s, 0)) / jnp.pi, 0.0)
@@ -43,28 +49,48 @@ def qc_density(s):
 
 @float64
 def qc_cdf(s):
-    """`P(S <= s) = [s sqrt(4 - s^2)/2 + 2 arcsin(s/2)] / pi`."""
+    """`P(S <= s) = [s sqrt(4 - s^2)/2 + 2 arcsin(s/2)] / pi`.
+
+    **Arguments:** `s`: singular values / sqrt(d).
+
+    **Returns:** the quarter-circle CDF (float64).
+    """
     s = jnp.clip(f64(s), 0.0, 2.0)
     return (s * jnp.sqrt(4 - s * s) / 2 + 2 * jnp.arcsin(s / 2)) / jnp.pi
 
 
 @float64
 def s_kappa(kappa):
-    """Lower edge of the top-`kappa` part of the quarter circle: `int_{s_kappa}^2 rho_qc = kappa`."""
+    """Lower edge of the top-`kappa` part of the quarter circle: `int_{s_kappa}^2 rho_qc = kappa`.
+
+    **Arguments:** `kappa`: the rank fraction.
+
+    **Returns:** the edge `s_kappa` above which the top `kappa` fraction lies.
+    """
     kappa = f64(kappa)
     return 2 * jnp.cos(_phi(kappa))
 
 
 @float64
 def F(kappa):
-    """Fraction of the squared Gaussian width kept at rank `kappa d`: `(2 phi - sin(4 phi)/2)/pi`."""
+    """Fraction of the squared Gaussian width kept at rank `kappa d`: `(2 phi - sin(4 phi)/2)/pi`.
+
+    **Arguments:** `kappa`: the rank fraction in `(0, 1]`.
+
+    **Returns:** `F(kappa)` (float64).
+    """
     phi = _phi(f64(kappa))
     return (2 * phi - jnp.sin(4 * phi) / 2) / jnp.pi
 
 
 @float64
 def truncated_density(s, kappa):
-    """Density of the top-`kappa` singular values: `rho_qc(s) / kappa` on `[s_kappa, 2]`."""
+    """Density of the top-`kappa` singular values: `rho_qc(s) / kappa` on `[s_kappa, 2]`.
+
+    **Arguments:** `s`: singular values / sqrt(d); `kappa`: the rank fraction.
+
+    **Returns:** the density of the rescaled top-`kappa` quarter circle.
+    """
     s, kappa = f64(s), f64(kappa)
     return jnp.where(s >= s_kappa(kappa), qc_density(s) / kappa, 0.0)
 
@@ -72,7 +98,13 @@ def truncated_density(s, kappa):
 @float64
 def qc_sample(key, n: int, kappa=1.0):
     """`n` draws from the quarter circle truncated to its top `kappa` (kappa=1: the full law),
-    by inverting the mass above `s`."""
+    by inverting the mass above `s`.
+
+    **Arguments:** `key`: of the draws; `n`: how many; `kappa`: keep the top `kappa` fraction,
+    rescaled to `|W|_F^2 = d^2 F(kappa)`.
+
+    **Returns:** `n` samples (float64).
+    """
     kappa = f64(kappa)
     u = jax.random.uniform(key, (n,), jnp.float64) * kappa
     return 2 * jnp.cos(jax.vmap(_phi)(u))
@@ -82,14 +114,45 @@ def qc_sample(key, n: int, kappa=1.0):
 def product_spectrum(key, d: int, p: int, *, samples: int = 4, kappa: float = 1.0):
     """Finite-`p/d` prediction: singular values / sqrt(d) of `U^T E` (`d x p` Gaussian factors,
     the shape of `sum_mu a_mu u_mu e_mu^T`), normalised to `|W|_F^2 = d^2 F(kappa)` after keeping
-    the top `m = round(kappa d)`. Returns `samples * m` values."""
-    m = max(1, round(kappa * d))
+    the top `m = round(kappa d)`. Returns `samples * m` values.
+
+    **Arguments:** `key`: of the draws; `d`, `p`: dimension and associations; `samples`: matrices
+    drawn; `kappa`: the rank fraction.
+
+    **Returns:** `samples * m` normalised singular values.
+    """
+    m = rank_of(d, kappa=kappa)
 
     def one(k):
         ku, ke = jax.random.split(k)
         U = jax.random.normal(ku, (p, d), jnp.float64)
         E = jax.random.normal(ke, (p, d), jnp.float64)
         s = jnp.linalg.svd(U.T @ E, compute_uv=False)[:m]
+        return s * jnp.sqrt(d * d * F(kappa) / jnp.sum(s * s)) / jnp.sqrt(d)
+
+    return jax.vmap(one)(jax.random.split(key, samples)).ravel()
+
+
+@float64
+def init_spectrum(key, d: int, *, samples: int = 8, kappa: float = 1.0):
+    """The initialisation's law at finite `d`: singular values / sqrt(d) of `samples` Gaussian
+    memories (`W = G`, or `W = Q R^T` with `d x m` Gaussian factors for `kappa < 1`),
+    normalised to `|W|_F^2 = d^2 F(kappa)` after keeping the top `m = rank_of(d, kappa)`.
+
+    **Returns:** `samples * m` values.
+
+    **Arguments:** `key`: of the draws; `d`: the dimension; `samples`: memories drawn; `kappa`: the
+    rank fraction.
+    """
+    m = rank_of(d, kappa=kappa)
+
+    def one(k):
+        kq, kr = jax.random.split(k)
+        if m == d:
+            W = jax.random.normal(kq, (d, d), jnp.float64)
+        else:
+            W = jax.random.normal(kq, (d, m), jnp.float64) @ jax.random.normal(kr, (d, m), jnp.float64).T
+        s = jnp.linalg.svd(W, compute_uv=False)[:m]
         return s * jnp.sqrt(d * d * F(kappa) / jnp.sum(s * s)) / jnp.sqrt(d)
 
     return jax.vmap(one)(jax.random.split(key, samples)).ravel()
