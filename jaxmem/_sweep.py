@@ -125,7 +125,7 @@ class Store:
     def done(self, cfg: dict) -> bool:
         return os.path.exists(self.path(cfg)) and self._read(self.path(cfg), cfg) is not None
 
-    def alpha_of(self, cfg: dict) -> list[dict]:
+    def load(self, cfg: dict) -> list[dict]:
         recs = self._read(self.path(cfg), cfg)
         if recs is None:
             raise RuntimeError(f"invalid record file {self.path(cfg)}")

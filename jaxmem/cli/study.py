@@ -23,13 +23,13 @@ def _fmt(x, nd=3):
 
 
 def _print_table(rows, cols, file=sys.stdout):
-    """One line per row; `cols` are `(header, width, row -> text)`, the last left-aligned."""
-    print(
-        " ".join(h.rjust(w) if k < len(cols) - 1 else " " + h for k, (h, w, _) in enumerate(cols)), file=file
-    )
+    """One line per row; `cols` are `(header, width, row -> text)`, right-aligned, except the
+    last (left-aligned); a negative width right-aligns the header only."""
+    head = [h.rjust(abs(w)) for h, w, _ in cols[:-1]]
+    print(" ".join(head) + "  " + cols[-1][0], file=file)
     for r in rows:
-        cells = [f(r) for _, _, f in cols]
-        print(" ".join(c.rjust(w) for c, (_, w, _) in zip(cells[:-1], cols)) + "  " + cells[-1], file=file)
+        cells = [f(r).rjust(max(w, 0)) for _, w, f in cols]
+        print(" ".join(cells[:-1]) + "  " + cells[-1], file=file)
 
 
 def _ci(r):
@@ -45,7 +45,7 @@ _HEAD = [
 _TAIL = [
     ("p_c", 8, lambda r: _fmt(r["p_c"], 1)),
     ("alpha_c", 8, lambda r: _fmt(r["alpha_c"])),
-    ("95% CI", 17, _ci),
+    ("95% CI", -17, _ci),
     ("theory", 7, lambda r: _fmt(r.get("theory_alpha_c"))),
 ]
 
