@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import numpy as np
 
@@ -57,6 +59,33 @@ def _accuracy_crossing(alphas, accs):
         if m[i] >= 0.5 > m[i + 1]:
             return float(a[i] + (m[i] - 0.5) / (m[i] - m[i + 1]) * (a[i + 1] - a[i]))
     return None
+
+
+class CapacityRow(Mapping):
+    """One capacity estimate (a row of `jaxmem capacity`): a read-only mapping of its public
+    fields (`d, problem, model, kappa, p_c, alpha_c, ci_low, ci_high, ...`), with the bootstrap
+    samples of `alpha_c` beside them as `boot` (not a field: they are never printed).
+
+    **Arguments:** `boot`, and the fields as keywords."""
+
+    def __init__(self, boot=None, **fields):
+        self._fields = MappingProxyType(dict(fields))
+        self.boot = np.asarray([] if boot is None else boot, float)
+
+    def __getitem__(self, key):
+        return self._fields[key]
+
+    def __iter__(self):
+        return iter(self._fields)
+
+    def __len__(self):
+        return len(self._fields)
+
+    def __repr__(self):
+        return f"CapacityRow({dict(self._fields)!r})"
+
+    def to_json(self) -> dict:
+        return dict(self._fields)
 
 
 def group_key(cfg):
@@ -114,11 +143,10 @@ def estimate(records: list[dict], *, seed: int = 0, n_boot: int = N_BOOT, theory
                 )
                 for p, f in zip(ps, fr)
             ],
-            _boot=boots,
         )
         if theory:
             row["theory_alpha_c"] = theory_alpha_c(d, p_c, model, kappa, problem)
-        rows.append(row)
+        rows.append(CapacityRow(boot=boots, **row))
     return rows
 
 
@@ -145,8 +173,8 @@ def theory_alpha_c(d, p_c, model, kappa, problem):
 
 
 def public(rows):
-    """Rows without the bootstrap samples (for JSON)."""
-    return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+    """The rows as JSON-ready dicts."""
+    return [r.to_json() for r in rows]
 
 
 def trend(rows, problem, model="full", kappa=1.0):
@@ -187,8 +215,8 @@ def compare_op_dp(rows):
     for d in sorted({d for d, _ in full}):
         if (d, "op") in full and (d, "dp") in full:
             a, b = full[(d, "op")], full[(d, "dp")]
-            n = min(len(a["_boot"]), len(b["_boot"]))
-            diff = a["_boot"][:n] - b["_boot"][:n]
+            n = min(len(a.boot), len(b.boot))
+            diff = a.boot[:n] - b.boot[:n]
             lo, hi = (
                 (float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))) if n else (None, None)
             )

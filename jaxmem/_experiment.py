@@ -5,16 +5,16 @@ Shared by `jaxmem train`, the sweeps and the demo, so each of them runs the same
 
 from __future__ import annotations
 
-import math
 import time
 
+import equinox as eqx
 import jax
 import numpy as np
 
 from ._metrics import ensemble_metrics
 from ._models import hebbian, MODELS, resolve_kappa
 from ._tasks import alpha_of, EMBEDDINGS, make_tasks, MATERIALISE_LIMIT, p_from_alpha, PROBLEMS
-from ._train import train, train_bytes, TrainConfig
+from ._train import outcomes, train, train_bytes, TrainConfig
 from ._validate import check_choice, check_int, check_memory, InvalidArgument
 
 
@@ -22,6 +22,43 @@ def resolve_p(d: int, p: int | None, alpha: float | None) -> int:
     if (p is None) == (alpha is None):
         raise InvalidArgument("give exactly one of p and alpha")
     return check_int("p", p, 2) if p is not None else p_from_alpha(d, alpha)
+
+
+class Experiment(eqx.Module):
+    """One ensemble experiment: its config, one `Outcome` per seed, and its wall time."""
+
+    d: int
+    p: int
+    problem: str
+    model: str
+    kappa: float
+    m: int
+    seed0: int
+    embedding: str
+    train: dict
+    outcomes: list
+    seconds: float
+
+    def to_json(self) -> dict:
+        """The config and per-seed lists of the outcome fields (no per-input detail)."""
+        outs = [o.to_json(detail=False) for o in self.outcomes]
+        per = {k: [o[k] for o in outs] for k in outs[0]}
+        return dict(
+            d=self.d,
+            p=self.p,
+            alpha=alpha_of(self.d, self.p),
+            problem=self.problem,
+            model=self.model,
+            kappa=self.kappa,
+            m=self.m,
+            seeds=len(self.outcomes),
+            seed0=self.seed0,
+            embedding=self.embedding,
+            **self.train,
+            **per,
+            fraction_all_stored=float(np.mean(per["all_stored"])),
+            seconds=self.seconds,
+        )
 
 
 def run_experiment(
@@ -37,12 +74,16 @@ def run_experiment(
     config: TrainConfig | None = None,
     embedding: str = "gaussian",
     progress: bool = False,
-    keep_metrics: bool = False,
-) -> dict:
-    """Train (or build, for Hebbian) `seeds` memories and return a JSON-ready dict.
+) -> Experiment:
+    """Train (or build, for Hebbian) `seeds` memories.
 
     Seed `s` uses task key `fold_in(key(seed0), s)`; the memory's initialisation comes from
     the task, so any seed can be rerun alone with the same numbers.
+
+    **Arguments:** the config (`d`, `p` or `alpha`, `problem`, `model`, `kappa`, `seeds`,
+    `seed0`, `embedding`) and the `TrainConfig` (default `TrainConfig()`).
+
+    **Returns:** an `Experiment`.
     """
     d = check_int("d", d, 2)
     check_choice("problem", problem, PROBLEMS)
@@ -59,39 +100,27 @@ def run_experiment(
     if model == "hebbian":
         met = ensemble_metrics(hebbian(tasks), tasks)
         stored = np.asarray(met.stored)
-        out = dict(
-            accuracy=stored.mean(axis=1).tolist(),
-            all_stored=stored.all(axis=1).tolist(),
+        outs = outcomes(
+            met,
+            accuracy=stored.mean(axis=1),
+            all_stored=stored.all(axis=1),
             steps_to_store=[0 if s else None for s in stored.all(axis=1)],
             diverged=[False] * seeds,
             final_loss=[None] * seeds,
         )
     else:
         run = train(model, tasks, config, m=m if model == "factored" else None, progress=progress)
-        met = run.metrics
-        out = dict(
-            accuracy=run.accuracy.tolist(),
-            all_stored=run.all_stored.tolist(),
-            steps_to_store=run.steps_to_store,
-            diverged=run.diverged.tolist(),
-            final_loss=[float(x) if math.isfinite(x) else None for x in run.final_loss],
-        )
-    res = dict(
+        outs = run.outcomes()
+    return Experiment(
         d=d,
         p=p,
-        alpha=alpha_of(d, p),
         problem=problem,
         model=model,
         kappa=kappa_eff,
         m=m,
-        seeds=seeds,
         seed0=seed0,
         embedding=embedding,
-        **(dict(steps=0, lr=0.0, init_scale=0.0) if model == "hebbian" else config.identity()),
-        **out,
-        fraction_all_stored=float(np.mean(out["all_stored"])),
+        train=dict(steps=0, lr=0.0, init_scale=0.0) if model == "hebbian" else config.identity(),
+        outcomes=outs,
         seconds=time.perf_counter() - t,
     )
-    if keep_metrics:
-        res["_metrics"] = met
-    return res

@@ -20,6 +20,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jaxtyping import Array, Bool, Float
 
 from ._tasks import Task
 
@@ -27,12 +28,14 @@ from ._tasks import Task
 class Scores(eqx.Module):
     """Per-input outcome of one pass: target score, best competitor score, stored flag."""
 
-    target: jax.Array
-    best: jax.Array
-    stored: jax.Array
+    target: Float[Array, " p"]
+    best: Float[Array, " p"]
+    stored: Bool[Array, " p"]
 
 
-def dense_scores(V, task: Task, *, precision=lax.Precision.HIGHEST):
+def dense_scores(
+    V: Float[Array, "p d"], task: Task, *, precision=lax.Precision.HIGHEST
+) -> Float[Array, "p p"]:
     """The `p x p` score matrix `s[mu, rho]` (materialises DP candidates if needed).
 
     **Arguments:** `V`: the projections `(p, d)`; `task`: one task; `precision`: of the matmul.
@@ -51,7 +54,7 @@ def outcome(s) -> Scores:
     return Scores(target, best, target > best)
 
 
-def dense_ce(V, task: Task, *, precision=lax.Precision.DEFAULT):
+def dense_ce(V: Float[Array, "p d"], task: Task, *, precision=lax.Precision.DEFAULT):
     """Mean softmax cross-entropy from the dense score matrix, and the per-input `Scores`.
 
     **Arguments:** `V`: the projections `(p, d)`; `task`: one task; `precision`: of the score matmul.
@@ -128,7 +131,12 @@ _stream.defvjp(_stream_fwd, _stream_bwd)
 
 
 def stream_ce(
-    V, task: Task, *, block: int = 256, row_block: int | None = None, precision=lax.Precision.DEFAULT
+    V: Float[Array, "p d"],
+    task: Task,
+    *,
+    block: int = 256,
+    row_block: int | None = None,
+    precision=lax.Precision.DEFAULT,
 ):
     """Same value, gradient and `Scores` as `dense_ce`, without the `p x p` matrix.
 
@@ -158,7 +166,7 @@ def use_stream(task: Task, stream: bool | None = None) -> bool:
     return task.p * task.p > STREAM_THRESHOLD or task.streams_only
 
 
-def cross_entropy(V, task: Task, *, stream: bool | None = None, block: int = 256):
+def cross_entropy(V: Float[Array, "p d"], task: Task, *, stream: bool | None = None, block: int = 256):
     """The mean softmax cross-entropy and the `Scores`, dense or streaming by `use_stream`.
 
     **Arguments:** `V`: the projections `E W^T`, `(p, d)`; `task`: one task; `stream`: force the
@@ -172,7 +180,9 @@ def cross_entropy(V, task: Task, *, stream: bool | None = None, block: int = 256
     return dense_ce(V, task)
 
 
-def scores(V, task: Task, *, precision=lax.Precision.HIGHEST, block: int = 256) -> Scores:
+def scores(
+    V: Float[Array, "p d"], task: Task, *, precision=lax.Precision.HIGHEST, block: int = 256
+) -> Scores:
     """The `Scores` of the projections `V` (no gradient), dense or streaming by `use_stream`."""
     if use_stream(task):
         return stream_pass(V, task, min(block, task.p), precision)[2]

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._estimate import CapacityRow
 from ._models import rank_of, resolve_kappa
 from ._solvers._decide import DecideConfig, STATUS
 from ._sweep import config_id
@@ -188,7 +189,7 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
                 else None
             )
             row["theory_verdict"] = theory_verdict(row)
-        rows.append(row)
+        rows.append(CapacityRow(**row))
     return rows
 
 

@@ -198,10 +198,6 @@ class Store:
         return out
 
 
-def _finite_list(x):
-    return [float(v) if math.isfinite(v) else None for v in np.asarray(x, np.float64).ravel()]
-
-
 def _knobs_of(cfg: dict) -> dict:
     return {k: cfg[k] for k in ("steps", "lr", "init_scale")}
 
@@ -220,29 +216,20 @@ def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> li
         config=None if cfg["model"] == "hebbian" else TrainConfig(**_knobs_of(cfg)),
         embedding=cfg["embedding"],
         progress=progress,
-        keep_metrics=detail,
     )
-    met = res.get("_metrics")
     recs = []
-    for s in range(cfg["seeds"]):
-        r = dict(
-            v=RECORD_VERSION,
-            id=config_id(cfg),
-            config=cfg,
-            seed=s,
-            alpha=alpha_of(cfg["d"], cfg["p"]),
-            accuracy=res["accuracy"][s],
-            all_stored=bool(res["all_stored"][s]),
-            steps_to_store=res["steps_to_store"][s],
-            diverged=bool(res["diverged"][s]),
-            final_loss=res["final_loss"][s],
-            seconds=res["seconds"] / cfg["seeds"],
+    for s, outcome in enumerate(res.outcomes):
+        recs.append(
+            dict(
+                v=RECORD_VERSION,
+                id=config_id(cfg),
+                config=cfg,
+                seed=s,
+                alpha=alpha_of(cfg["d"], cfg["p"]),
+                **outcome.to_json(detail),
+                seconds=res.seconds / cfg["seeds"],
+            )
         )
-        if met is not None:
-            r["target_score"] = _finite_list(met.target[s])
-            r["best_score"] = _finite_list(met.best[s])
-            r["singular_values"] = _finite_list(met.singular_values[s])
-        recs.append(r)
     return recs
 
 

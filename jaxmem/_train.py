@@ -10,6 +10,7 @@ instance is frozen.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 
@@ -164,8 +165,64 @@ def _init(cfg: _Config, tasks: Task, lr):
     return jax.vmap(one)(tasks, lr)
 
 
+def _finite_list(x) -> list:
+    return [float(v) if math.isfinite(v) else None for v in np.asarray(x, np.float64).ravel()]
+
+
+class Outcome(eqx.Module):
+    """What one instance ended with (host side): the result type of one memory on one task.
+
+    Scores are normalised by `|W e_mu|` (docs/science.md 2.4); a non-finite number is `None`
+    in `to_json`."""
+
+    accuracy: float
+    all_stored: bool
+    steps_to_store: int | None  # the first step at which all were stored; None if never
+    diverged: bool
+    final_loss: float | None
+    target_score: np.ndarray
+    best_score: np.ndarray
+    singular_values: np.ndarray
+
+    def to_json(self, detail: bool = True) -> dict:
+        """The record fields; `detail` adds the per-input scores and the singular values."""
+        out = dict(
+            accuracy=float(self.accuracy),
+            all_stored=bool(self.all_stored),
+            steps_to_store=self.steps_to_store,
+            diverged=bool(self.diverged),
+            final_loss=self.final_loss,
+        )
+        if detail:
+            out.update(
+                target_score=_finite_list(self.target_score),
+                best_score=_finite_list(self.best_score),
+                singular_values=_finite_list(self.singular_values),
+            )
+        return out
+
+
+def outcomes(met: Metrics, *, accuracy, all_stored, steps_to_store, diverged, final_loss) -> list[Outcome]:
+    """One `Outcome` per instance from ensemble metrics and the per-instance results."""
+    loss = [float(x) if x is not None and math.isfinite(x) else None for x in final_loss]
+    return [
+        Outcome(
+            accuracy=float(accuracy[i]),
+            all_stored=bool(all_stored[i]),
+            steps_to_store=steps_to_store[i],
+            diverged=bool(diverged[i]),
+            final_loss=loss[i],
+            target_score=np.asarray(met.target[i]),
+            best_score=np.asarray(met.best[i]),
+            singular_values=np.asarray(met.singular_values[i]),
+        )
+        for i in range(len(accuracy))
+    ]
+
+
 class Run(eqx.Module):
-    """Outcome of `train`, one entry per instance (numpy arrays, host side)."""
+    """Outcome of `train`, one entry per instance (numpy arrays, host side): the result type
+    of an ensemble run; `outcomes()` splits it into one `Outcome` per instance."""
 
     model: eqx.Module
     metrics: Metrics
@@ -178,6 +235,22 @@ class Run(eqx.Module):
     steps_run: int
     evaluations: int  # loss evaluations per instance (at most steps + 1)
     seconds: float
+
+    def outcomes(self) -> list[Outcome]:
+        return outcomes(
+            self.metrics,
+            accuracy=self.accuracy,
+            all_stored=self.all_stored,
+            steps_to_store=self.steps_to_store,
+            diverged=self.diverged,
+            final_loss=self.final_loss,
+        )
+
+    def to_json(self, detail: bool = False) -> dict:
+        """Per-instance lists of the outcome fields, and the run's totals."""
+        outs = [o.to_json(detail) for o in self.outcomes()]
+        per = {k: [o[k] for o in outs] for k in outs[0]} if outs else {}
+        return dict(per, steps_run=self.steps_run, evaluations=self.evaluations, seconds=self.seconds)
 
 
 def _learning_rates(lr, n: int) -> np.ndarray:

@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Mapping
 
 from .._validate import InvalidArgument
 
@@ -110,7 +111,7 @@ def finite(obj):
     that had any gets a `nonfinite` list naming those keys, saying why they are null."""
     import numpy as np
 
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):
         out = {k: finite(v) for k, v in obj.items()}
         bad = [k for k, v in obj.items() if isinstance(v, (float, np.floating)) and not math.isfinite(v)]
         if bad:

@@ -280,7 +280,7 @@ def _factored_d(s: str) -> int:
 
 
 def add_commands(sub) -> None:
-    from .._models import MODELS
+    from .._models import MEMORIES, MODELS
     from .._tasks import EMBEDDINGS, PROBLEMS
     from .._threshold import SOLVERS
 
@@ -307,7 +307,7 @@ def add_commands(sub) -> None:
     )
     c.add_argument("--d", type=integer(2), nargs="+", default=None, help="measure at these dimensions")
     c.add_argument("--problem", nargs="+", default=["op"], choices=list(PROBLEMS))
-    c.add_argument("--model", default="full", choices=["full", "factored"])
+    c.add_argument("--model", default="full", choices=list(MEMORIES))
     c.add_argument("--kappa", type=kappa, nargs="+", default=None)
     c.add_argument("--solver", nargs="+", default=["certified"], choices=list(SOLVERS))
     c.add_argument("--seeds", type=integer(1, 1_000_000), default=64)

@@ -61,7 +61,7 @@ def _cmd_train(a):
         progress=not (a.quiet or a.json),
         config=TrainConfig(**train_knobs(a)),
     )
-    res.update(run_info())
+    res = dict(res.to_json(), **run_info())
     if a.json:
         print_json(res)
         return
