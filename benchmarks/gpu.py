@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import jaxmem as jm
 from _common import matmul_peak, write
 from jax import lax
-from jaxmem._loss import _stream_pass
+from jaxmem._loss import stream_pass
 
 
 def case(d, problem, steps, n):
@@ -37,8 +37,8 @@ def case(d, problem, steps, n):
     for i in range(n):
         task = jax.tree.map(lambda x: x[i], tasks)
         W = run.model.W[i]
-        s_def = _stream_pass(jnp.matmul(task.inputs, W.T), task, 1024, lax.Precision.DEFAULT)[2].stored
-        s_hi = _stream_pass(
+        s_def = stream_pass(jnp.matmul(task.inputs, W.T), task, 1024, lax.Precision.DEFAULT)[2].stored
+        s_hi = stream_pass(
             jnp.matmul(task.inputs, W.T, precision=lax.Precision.HIGHEST), task, 1024, lax.Precision.HIGHEST
         )[2].stored
         changed += int(jnp.sum(s_def != s_hi))

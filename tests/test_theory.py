@@ -243,3 +243,13 @@ def test_theory_outputs_are_float64_without_global_flag():
     assert not jax.config.jax_enable_x64
     assert th.alpha_c(100.0, se_target=0.05).dtype == jnp.float64
     assert jm.make_task(jax.random.key(0), d=4, p=5).inputs.dtype == jnp.float32
+
+
+def test_listwise_keeps_precision_at_tiny_r():
+    from scipy.special import ndtri as sp_ndtri
+
+    for r in (1e-17, 1e-10, 0.1):
+        z = -float(sp_ndtri(r))  # scipy's upper quantile, computed independently
+        want = math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) / r
+        assert float(th.kappa_r(r)) == pytest.approx(want, rel=1e-10)
+    assert 0.0 < float(th.listwise_alpha_c(1e-17)) < 0.05

@@ -28,7 +28,8 @@ def kappa_r(r):
     **Returns:** `kappa_r` (float64).
     """
     r = f64(r)
-    return _pdf(ndtri(1 - r)) / r
+    # the upper quantile as -ndtri(r): ndtri(1 - r) loses everything once 1 - r rounds to 1
+    return _pdf(-ndtri(r)) / r
 
 
 @float64
