@@ -9,9 +9,8 @@ import pytest
 
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
-# Sections whose python blocks are run here. The theory section's examples belong to the theory
-# issue (gradients without global x64) and are not yet run.
-SECTIONS = ("## Quickstart", "## Certified capacity")
+# Sections whose python blocks are run here (every python block of the README).
+SECTIONS = ("## Quickstart", "## Certified capacity", "## Theory (`jaxmem.theory`)")
 
 
 def _blocks():

@@ -70,7 +70,9 @@ def test_concurrent_shards_one_killed_lose_and_duplicate_nothing(tmp_path):
     them is killed with kill -9 mid-run and rerun. The merged records equal a single process's
     run, each (config, seed) exactly once, and every command's log entry survives."""
     shared, one = str(tmp_path / "shared"), str(tmp_path / "one")
-    procs = [_cli(SWEEP + ["--out", shared, "--shard", f"{i}/3"]) for i in range(3)]
+    args = ["sweep", "--d", "8", "--alpha", "0.3:1.6:4", "--problem", "op", "dp", "--seeds", "2"]
+    args += ["--steps", "150", "--quiet"]
+    procs = [_cli(args + ["--out", shared, "--shard", f"{i}/3"]) for i in range(3)]
     rec_dir = os.path.join(shared, "records")
     t0 = time.time()
     while time.time() - t0 < 120:
@@ -80,10 +82,10 @@ def test_concurrent_shards_one_killed_lose_and_duplicate_nothing(tmp_path):
     assert procs[0].poll() is None, "shard 0 must still be running when it is killed"
     procs[0].send_signal(signal.SIGKILL)
     assert [p.wait() for p in procs] == [-signal.SIGKILL, 0, 0]
-    assert _cli(SWEEP + ["--out", shared, "--shard", "0/3"]).wait() == 0
-    assert _cli(SWEEP + ["--out", one]).wait() == 0
+    assert _cli(args + ["--out", shared, "--shard", "0/3"]).wait() == 0
+    assert _cli(args + ["--out", one]).wait() == 0
     recs = Store(shared).records()
-    assert len({(r["id"], r["seed"]) for r in recs}) == len(recs) == 20, "none lost, none duplicated"
+    assert len({(r["id"], r["seed"]) for r in recs}) == len(recs) == 16, "none lost, none duplicated"
     assert _records(shared) == _records(one)
     assert len(Store(shared).commands()) == 4, "every command's log entry survives"
     assert not [

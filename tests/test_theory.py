@@ -167,7 +167,9 @@ def test_saddle_q_to_one_at_gardner_capacity(x64):
     load where 1 - q* vanishes equals ln p / mean dist^2(z_i)."""
     p, n = 100, 128
     key = jax.random.key(11)
-    z = np.asarray(jax.random.normal(key, (n, p), jnp.float64))
+    from jaxmem.theory._common import normal  # the saddle point's own frozen samples
+
+    z = np.asarray(normal(key, (n, p)))
     comps = -np.sort(-z[:, 1:], axis=1)
     d2 = th.project(z[:, 0], np.concatenate([comps, -np.inf * np.ones((n, 1))], 1)).dist2
     a_c = math.log(p) / float(d2.mean())

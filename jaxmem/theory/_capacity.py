@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
 
 from .._validate import check_positive, InvalidArgument
-from ._common import default_key, f64, float64
+from ._common import default_key, exponential, f64, float64
 from ._spectra import F
 
 
@@ -41,7 +41,7 @@ def top_order_stats(key, n, k: int, shape=()):
     """
     n = f64(n)
     j = jnp.arange(k, dtype=jnp.float64)
-    e = jax.random.exponential(key, shape + (k,), jnp.float64)
+    e = exponential(key, shape + (k,))
     log_u = -jnp.cumsum(e / jnp.maximum(n - j, 1.0), axis=-1)
     tail = -jnp.expm1(log_u)  # 1 - U, accurate when tiny
     z = -ndtri(tail)

@@ -1,23 +1,143 @@
-"""Float64 evaluation independent of the global JAX setting."""
+"""Float64 evaluation independent of the global JAX setting, under every transformation.
+
+`float64` runs a theory function with 64-bit types enabled. Where `jax_enable_x64` is off, a
+float64 computation cannot simply sit inside a user's `jax.grad`: the transposed program runs
+outside the 64-bit context, where float64 casts silently become float32 ones. So a call with
+traced arguments goes through a `custom_jvp` whose rule forms the Jacobian in float64, by
+forward mode inside the 64-bit context, and applies it to the tangents in the caller's
+precision: the linear map JAX transposes for reverse mode is then a plain matmul. This also
+gives reverse-mode gradients through the while loops (sample until a standard error is met)
+that JAX cannot transpose. An eager call returns float64; under a transformation the outputs
+are float64 where x64 is on and float32 where it is off (the computation is float64 either
+way).
+"""
 
 from __future__ import annotations
 
 import functools
+import inspect
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+
+def _x64() -> bool:
+    return bool(jax.config.jax_enable_x64)
+
+
+def _is_key(x) -> bool:
+    return jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _floating(x) -> bool:
+    return isinstance(x, jax.Array) and not _is_key(x) and jnp.issubdtype(x.dtype, jnp.floating)
+
+
+def _to_caller(out):
+    """Outputs in the caller's precision: float64 -> float32 and int64 -> int32 without x64."""
+    if _x64():
+        return out
+
+    def cast(x):
+        if isinstance(x, jax.Array) and not _is_key(x):
+            if x.dtype == jnp.float64:
+                return x.astype(jnp.float32)
+            if x.dtype == jnp.int64:
+                return x.astype(jnp.int32)
+        return x
+
+    return jax.tree.map(cast, out)
+
+
+_INSIDE = [0]  # depth of theory calls in progress (their inner calls skip the wrapper)
+
+
+def _inside(fn, args, kwargs):
+    _INSIDE[0] += 1
+    try:
+        with jax.enable_x64(True):
+            return fn(*args, **kwargs)
+    finally:
+        _INSIDE[0] -= 1
 
 
 def float64(fn):
-    """Run `fn` with 64-bit types enabled (inside jit/grad/vmap too); arguments are cast to
-    float64 by the functions themselves. The global `jax_enable_x64` flag is left as it is."""
+    """Run `fn` in float64 whatever the global flag, under `jit`, `vmap`, `grad` and `jvp`.
+
+    Arguments that are jax arrays (traced or not) are its dynamic inputs; Python numbers stay
+    Python numbers (so the functions' own argument checks see them). Derivatives are taken
+    with respect to the floating dynamic inputs."""
+    sig = inspect.signature(fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with jax.enable_x64(True):
+        if _INSIDE[0]:  # called by another theory function: already in float64, plain call
             return fn(*args, **kwargs)
+        bound = sig.bind(*args, **kwargs)
+        names = list(bound.arguments)
+        dyn = [n for n in names if isinstance(bound.arguments[n], jax.Array)]
+        if not any(isinstance(bound.arguments[n], jax.core.Tracer) for n in dyn):
+            return _inside(fn, args, kwargs)  # an eager call: float64 outputs
+
+        def call(values):
+            b = sig.bind(*args, **kwargs)
+            b.arguments.update(zip(dyn, values))
+            return _inside(fn, b.args, b.kwargs)
+
+        @jax.custom_jvp
+        def run(*values):
+            return _to_caller(call(values))
+
+        @run.defjvp
+        def _jvp(primals, tangents):
+            out = run(*primals)
+            # a primal may arrive as a Python float (jax.jvp passes scalars through)
+            fidx = [i for i, v in enumerate(primals) if _floating(v) or isinstance(v, (float, np.floating))]
+            leaves, treedef = jax.tree.flatten(out)
+            inexact = [i for i, x in enumerate(leaves) if _floating(x)]
+
+            def float_leaves(*fvals):
+                values = list(primals)
+                for i, v in zip(fidx, fvals):
+                    values[i] = v
+                got = jax.tree.leaves(call(values))
+                return [got[i].astype(jnp.float64) for i in inexact]
+
+            with jax.enable_x64(True):
+                jac = _jacobian(
+                    float_leaves, [jnp.asarray(primals[i], jnp.float64) for i in fidx], len(inexact)
+                )
+            t_leaves = [np.zeros(np.shape(x), jax.dtypes.float0) for x in leaves]
+            for k, i in enumerate(inexact):
+                t = jnp.zeros(leaves[i].shape, leaves[i].dtype)
+                for j, a in enumerate(fidx):
+                    J = jac[k][j].astype(leaves[i].dtype)
+                    ta = jnp.asarray(tangents[a], leaves[i].dtype)
+                    t = t + jnp.tensordot(J, ta, axes=ta.ndim)
+                t_leaves[i] = t
+            return out, jax.tree.unflatten(treedef, t_leaves)
+
+        return run(*[bound.arguments[n] for n in dyn])
 
     return wrapper
+
+
+def _jacobian(f, xs, n_out):
+    """`J[k][j]`, of shape `out_k.shape + x_j.shape`: one forward-mode `jvp` per input element
+    (no `vmap`, so a sampling loop whose length depends on the input is not batched)."""
+    jac = [[None] * len(xs) for _ in range(n_out)]
+    for j, x in enumerate(xs):
+        cols = [[] for _ in range(n_out)]
+        for e in range(max(1, x.size)):
+            basis = [jnp.zeros_like(v) for v in xs]
+            basis[j] = jnp.zeros(x.size, x.dtype).at[e].set(1.0).reshape(x.shape)
+            _, t = jax.jvp(f, tuple(xs), tuple(basis))
+            for k in range(n_out):
+                cols[k].append(t[k])
+        for k in range(n_out):
+            jac[k][j] = jnp.stack(cols[k], axis=-1).reshape(cols[k][0].shape + x.shape)
+    return jac
 
 
 def f64(x):
@@ -26,3 +146,24 @@ def f64(x):
 
 def default_key(key, seed: int = 0):
     return jax.random.key(seed) if key is None else key
+
+
+def uniform(key, shape=()):
+    """Float64 uniforms in `(0, 1)` with 53 random bits, from two 32-bit draws (no 64-bit
+    integer op, so it also lowers inside a `jit` traced with x64 off)."""
+    hi, lo = jax.random.bits(key, (2, *shape), jnp.uint32)
+    top = (hi >> 11).astype(jnp.float64) * 2.0**32 + lo.astype(jnp.float64)  # 21 + 32 bits
+    return (top + 0.5) * 2.0**-53
+
+
+def normal(key, shape=()):
+    """Standard normal float64 samples: the Gaussian quantile of `uniform` (accurate in both
+    tails)."""
+    from jax.scipy.special import ndtri
+
+    return ndtri(uniform(key, shape))
+
+
+def exponential(key, shape=()):
+    """Standard exponential float64 samples, `-log(u)`."""
+    return -jnp.log(uniform(key, shape))

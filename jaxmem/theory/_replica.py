@@ -25,7 +25,7 @@ from jax.scipy.special import log_ndtr
 
 from .._validate import check_int, check_memory, InvalidArgument
 from ._capacity import project
-from ._common import default_key, f64, float64
+from ._common import default_key, f64, float64, normal
 
 
 DEFAULT_SAMPLES = 256
@@ -121,7 +121,7 @@ class Saddle(eqx.Module):
 
 
 def _samples(key, p: int, samples: int):
-    return jax.random.normal(default_key(key), (samples, p), jnp.float64)
+    return normal(default_key(key), (samples, p))
 
 
 @float64

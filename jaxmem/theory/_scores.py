@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._capacity import DEFAULT_TOP, project, top_order_stats
-from ._common import default_key, float64
+from ._common import default_key, float64, normal
 from ._hebbian import target_samples
 
 
@@ -43,7 +43,7 @@ def optimal_scores(p, *, key=None, samples: int = 100_000, top: int = DEFAULT_TO
     **Returns:** a `ScoreLaw` of the max-margin memory's normalised scores.
     """
     k1, k2 = jax.random.split(default_key(key))
-    z1 = jax.random.normal(k1, (samples,), jnp.float64)
+    z1 = normal(k1, (samples,))
     comps = top_order_stats(k2, p - 1, top + 1, (samples,))
     pr = project(z1, comps)
     return ScoreLaw(pr.target, pr.best, jnp.sqrt(2 * jnp.log(jnp.float64(p))))

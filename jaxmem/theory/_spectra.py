@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import optimistix as optx
 
 from .._validate import rank_of
-from ._common import f64, float64
+from ._common import f64, float64, normal, uniform
 
 
 def _mass_above(phi):
@@ -106,7 +106,7 @@ def qc_sample(key, n: int, kappa=1.0):
     **Returns:** `n` samples (float64).
     """
     kappa = f64(kappa)
-    u = jax.random.uniform(key, (n,), jnp.float64) * kappa
+    u = uniform(key, (n,)) * kappa
     return 2 * jnp.cos(jax.vmap(_phi)(u))
 
 
@@ -125,8 +125,8 @@ def product_spectrum(key, d: int, p: int, *, samples: int = 4, kappa: float = 1.
 
     def one(k):
         ku, ke = jax.random.split(k)
-        U = jax.random.normal(ku, (p, d), jnp.float64)
-        E = jax.random.normal(ke, (p, d), jnp.float64)
+        U = normal(ku, (p, d))
+        E = normal(ke, (p, d))
         s = jnp.linalg.svd(U.T @ E, compute_uv=False)[:m]
         return s * jnp.sqrt(d * d * F(kappa) / jnp.sum(s * s)) / jnp.sqrt(d)
 
@@ -149,9 +149,9 @@ def init_spectrum(key, d: int, *, samples: int = 8, kappa: float = 1.0):
     def one(k):
         kq, kr = jax.random.split(k)
         if m == d:
-            W = jax.random.normal(kq, (d, d), jnp.float64)
+            W = normal(kq, (d, d))
         else:
-            W = jax.random.normal(kq, (d, m), jnp.float64) @ jax.random.normal(kr, (d, m), jnp.float64).T
+            W = normal(kq, (d, m)) @ normal(kr, (d, m)).T
         s = jnp.linalg.svd(W, compute_uv=False)[:m]
         return s * jnp.sqrt(d * d * F(kappa) / jnp.sum(s * s)) / jnp.sqrt(d)
 
