@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import equinox as eqx  # noqa: E402
+import jax  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -292,7 +293,7 @@ def fig_kappa(data: ReportData, out):
     rows = data.rows
     fig, ax = plt.subplots(figsize=(6, 4.2))
     k = np.linspace(0.05, 1, 40)
-    ax.plot(k, [float(th.alpha_c_asymptotic(x)) for x in k], "k-", label=r"$F(\kappa)/2$ ($p\to\infty$)")
+    ax.plot(k, np.asarray(jax.vmap(th.alpha_c_asymptotic)(k)), "k-", label=r"$F(\kappa)/2$ ($p\to\infty$)")
     sel = [
         r
         for r in rows

@@ -209,3 +209,27 @@ def test_fault_python_api_refuses_bad_values_and_accepts_numpy_scalars():
         t64 = jm.make_tasks(jax.random.key(0), n=2, d=8, p=10, dtype=jnp.float64)
         run = jm.train(jm.FullRank, t64, steps=50, progress=False)
     assert run.model.W.dtype == jnp.float64
+
+
+def test_fault_corrupt_meta_json_does_not_block_a_sweep(tmp_path):
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "meta.json").write_text("{not json")
+    args = [
+        "sweep",
+        "--d",
+        "8",
+        "--p",
+        "10",
+        "--model",
+        "hebbian",
+        "--seeds",
+        "2",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    assert main(args) == 0
+    with open(out / "meta.json") as f:
+        assert "versions" in json.load(f), "an unreadable meta.json is rewritten"
+    assert len(Store(str(out)).records()) == 2
