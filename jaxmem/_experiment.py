@@ -14,7 +14,7 @@ import numpy as np
 from ._metrics import ensemble_metrics
 from ._models import hebbian, MODELS, resolve_kappa
 from ._tasks import alpha_of, EMBEDDINGS, make_tasks, MATERIALISE_LIMIT, p_from_alpha, PROBLEMS
-from ._train import outcomes, train, train_bytes, TrainConfig
+from ._train import NO_TRAINING, outcomes, train, train_bytes, TrainConfig
 from ._validate import check_choice, check_int, check_memory, InvalidArgument
 
 
@@ -120,7 +120,7 @@ def run_experiment(
         m=m,
         seed0=seed0,
         embedding=embedding,
-        train=dict(steps=0, lr=0.0, init_scale=0.0) if model == "hebbian" else config.identity(),
+        train=dict(NO_TRAINING) if model == "hebbian" else config.identity(),
         outcomes=outs,
         seconds=time.perf_counter() - t,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import math
+import numbers
 from typing import ClassVar
 
 import equinox as eqx
@@ -24,7 +25,7 @@ def resolve_kappa(model: str, d: int, kappa: float | None) -> tuple[int, float]:
     if model == "factored":
         m = rank_of(d, kappa=kappa)
         return m, m / d
-    if kappa is not None and not (isinstance(kappa, (int, float)) and kappa == 1.0):
+    if kappa is not None and not (isinstance(kappa, numbers.Real) and float(kappa) == 1.0):
         raise InvalidArgument(f"kappa applies to the factored model only, got kappa={kappa!r}")
     return d, 1.0
 
@@ -128,7 +129,7 @@ def hebbian(task: Task) -> FullRank:
     """The Hebbian memory `W_H = sum_mu u_mu e_mu^T` (closed form, no training). Works on a
     single task or a batch (leading ensemble axis).
 
-    **Arguments:** `task`: one task (vmap it for a batch).
+    **Arguments:** `task`: one task, or a batch with a leading ensemble axis.
 
     **Returns:** the `FullRank` memory `W = sum_mu u_mu e_mu^T`.
     """

@@ -160,9 +160,14 @@ def at_capacity(records, model, problem, d, kappa=1.0):
     return max(groups, key=lambda g: (np.mean([r["all_stored"] for r in g]), g[0]["config"]["p"]))
 
 
+def _floats(values) -> np.ndarray:
+    """Record numbers as floats (a diverged run stores None for a non-finite one)."""
+    return np.asarray([np.nan if v is None else v for v in values], float)
+
+
 def _normalised_sv(sv, d, kappa, F):
     """Top `m = kappa d` singular values scaled so that `|W|_F^2 = d^2 F`, divided by sqrt(d)."""
-    sv = np.asarray([np.nan if v is None else v for v in sv], float)
+    sv = _floats(sv)
     if not np.all(np.isfinite(sv)):  # a diverged run: nothing to draw
         return np.zeros(0)
     m = rank_of(d, kappa=kappa)
@@ -242,9 +247,7 @@ def fig_spectra(data: ReportData, out):
 
 def _scores(recs, key):
     """The finite scores of `key` over `recs` (a diverged run stores None for non-finite ones)."""
-    x = np.concatenate(
-        [np.asarray([np.nan if v is None else v for v in r.get(key) or []], float) for r in recs]
-    )
+    x = np.concatenate([_floats(r.get(key) or []) for r in recs])
     return x[np.isfinite(x)]
 
 

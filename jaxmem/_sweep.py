@@ -29,7 +29,7 @@ from ._files import atomic_write, clean_stale
 from ._models import MODELS, resolve_kappa
 from ._provenance import device_info, versions
 from ._tasks import alpha_of, EMBEDDINGS, p_from_alpha, PROBLEMS
-from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, TrainConfig
+from ._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, NO_TRAINING, TrainConfig
 from ._validate import check_choice, check_int, InvalidArgument
 
 
@@ -72,7 +72,7 @@ def make_config(*, d, p, problem, model, kappa, knobs: Knobs) -> dict:
         problem=problem,
         model=model,
         kappa=kappa,
-        **(dict(steps=0, lr=0.0, init_scale=0.0) if hebb else train),
+        **(NO_TRAINING if hebb else train),
         seeds=knobs.seeds,
         seed0=knobs.seed0,
         embedding=knobs.embedding,

@@ -127,7 +127,9 @@ class AbstractTask(eqx.Module):
         """All candidates of the first `P` inputs as one array: `(P, d)` when `shared`, else
         `(P, P, d)`."""
         idx = jnp.arange(P)
-        return self.candidates(idx if self.shared else idx[:, None], idx[None, :] if not self.shared else idx)
+        if self.shared:
+            return self.candidates(idx, idx)
+        return self.candidates(idx[:, None], idx[None, :])
 
     def score_matrix(self, V, precision):
         """The `p x p` scores of the projections `V = E W^T`."""

@@ -91,6 +91,10 @@ class TrainConfig(eqx.Module):
         return out
 
 
+# The training knobs a Hebbian record stores: the closed-form rule has none.
+NO_TRAINING = dict(steps=0, lr=0.0, init_scale=0.0)
+
+
 class _Config(eqx.Module):
     model: type = eqx.field(static=True)
     d: int = eqx.field(static=True)

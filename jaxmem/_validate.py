@@ -77,6 +77,15 @@ def check_real(
     return v
 
 
+def check_real_if_scalar(name: str, value, **bounds) -> None:
+    """`check_real` for a Python or numpy scalar; a jax array (perhaps traced) passes through
+    unchecked, as the theory functions report bad traced values in their outputs instead."""
+    import jax
+
+    if not isinstance(value, jax.Array):
+        check_real(name, value, **bounds)
+
+
 def check_positive(name: str, value) -> float:
     """A finite real number `> 0`."""
     return check_real(name, value, low=0.0, low_open=True)

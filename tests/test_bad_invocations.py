@@ -25,6 +25,8 @@ BAD = [
     ("--p", "sweep --d 8 --p 1e300 --out X"),
     ("--p", "sweep --d 8 --p 2.7 --out X"),
     ("--p", "sweep --d 8 --p a --out X"),
+    ("--p", "sweep --d 8 --p a:20:3 --out X"),
+    ("--alpha", "sweep --d 8 --alpha 0:1:3 --out X"),
     ("--kappa", "sweep --d 8 --p 10 --model hebbian --kappa 1.5 --out X"),
     ("--kappa", "sweep --d 8 --p 10 --model hebbian --kappa nan --out X"),
     ("kappa", "sweep --d 8 --p 10 --model hebbian --kappa 0.5 --out X"),

@@ -68,29 +68,27 @@ def real(low: float | None = None, high: float | None = None, *, low_open=False,
 
 def grid(flag: str, spec: list[str], *, integral: bool, low: float) -> list[float]:
     """`["START:STOP:N"]` (N evenly spaced points) or a list of numbers, checked as `flag`."""
+    conv = integer(int(low)) if integral else real(low, low_open=True)
+
+    def convert(x, parse=conv, what=""):
+        try:
+            return parse(x)
+        except argparse.ArgumentTypeError as e:
+            raise ArgumentError(f"argument {flag}: {what}{e}") from None
+
     if len(spec) == 1 and ":" in spec[0]:
         parts = spec[0].split(":")
         if len(parts) != 3:
             raise ArgumentError(f"argument {flag}: a grid is START:STOP:N, got {spec[0]!r}")
-        a, b = (real(low)(x) if not integral else float(integer(int(low))(x)) for x in parts[:2])
-        try:
-            n = integer(1, MAX_GRID)(parts[2])
-        except argparse.ArgumentTypeError as e:
-            raise ArgumentError(f"argument {flag}: grid size N {e}") from None
+        a, b = (float(convert(x)) for x in parts[:2])
+        n = convert(parts[2], integer(1, MAX_GRID), "grid size N ")
         import numpy as np
 
         vals = list(np.linspace(a, b, n)) if n > 1 else [a]
         return [float(round(v)) for v in vals] if integral else [float(v) for v in vals]
     if len(spec) > MAX_GRID:
         raise ArgumentError(f"argument {flag}: at most {MAX_GRID} values, got {len(spec)}")
-    conv = integer(int(low)) if integral else real(low, low_open=True)
-    out = []
-    for x in spec:
-        try:
-            out.append(conv(x))
-        except argparse.ArgumentTypeError as e:
-            raise ArgumentError(f"argument {flag}: {e}") from None
-    return out
+    return [convert(x) for x in spec]
 
 
 def parse_shard(spec: str | None) -> tuple[int, int]:

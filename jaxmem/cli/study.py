@@ -8,18 +8,13 @@ import os
 import sys
 import time
 
+from .._study import fmt as _fmt
 from ._common import ArgumentError, grid, integer, parse_shard, print_json, real
 from .train import add_train_knobs, train_knobs
 
 
 DEMO_DS = (16, 24, 32)
 DEMO_FACTORED = (24, 0.5)
-
-
-def _fmt(x, nd=3):
-    from .._study import fmt
-
-    return fmt(x, nd)
 
 
 def _print_table(rows, cols, file=sys.stdout):

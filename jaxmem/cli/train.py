@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from .._tasks import EMBEDDINGS
 from ._common import ArgumentError, integer, print_json, real, table
 
 
@@ -13,13 +14,7 @@ def add_train_knobs(sp, *, seeds: int = 8) -> None:
     sp.add_argument("--steps", type=integer(0), default=None, help="Adam step budget")
     sp.add_argument("--lr", type=real(0.0, low_open=True), default=None)
     sp.add_argument("--init-scale", type=real(0.0, low_open=True), default=None)
-    sp.add_argument("--embedding", default="gaussian", choices=_embeddings())
-
-
-def _embeddings():
-    from .._tasks import EMBEDDINGS
-
-    return list(EMBEDDINGS)
+    sp.add_argument("--embedding", default="gaussian", choices=list(EMBEDDINGS))
 
 
 def train_knobs(a) -> dict:

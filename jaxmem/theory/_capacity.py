@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
 
-from .._validate import check_positive, InvalidArgument
+from .._validate import check_positive, check_real_if_scalar
 from ._common import default_key, exponential, f64, float64
 from ._spectra import F
 
@@ -91,18 +91,15 @@ def project(z1, top, margin=0.0) -> Projection:
 
 
 def _check_p(p):
-    if isinstance(p, (int, float)) and not (p >= 2):
-        raise InvalidArgument(f"p must be >= 2 (or inf), got {p!r}")
+    check_real_if_scalar("p", p, low=2.0, finite=False)
 
 
 def _check_kappa(kappa):
-    if isinstance(kappa, (int, float)) and not (0 < kappa <= 1):
-        raise InvalidArgument(f"kappa must be in (0, 1], got {kappa!r}")
+    check_real_if_scalar("kappa", kappa, low=0.0, high=1.0, low_open=True)
 
 
 def _check_margin(margin):
-    if isinstance(margin, (int, float)) and not (margin >= 0 and math.isfinite(margin)):
-        raise InvalidArgument(f"margin must be finite and >= 0, got {margin!r}")
+    check_real_if_scalar("margin", margin, low=0.0)
 
 
 @float64

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
 
-from .._validate import InvalidArgument
+from .._validate import check_real_if_scalar
 from ._common import f64, float64
 
 
@@ -40,7 +40,6 @@ def listwise_alpha_c(r):
 
     **Returns:** the capacity `alpha_G,c(r)` (float64).
     """
-    if isinstance(r, (int, float)) and not (0 < r <= 1):
-        raise InvalidArgument(f"r must be in (0, 1], got {r!r}")
+    check_real_if_scalar("r", r, low=0.0, high=1.0, low_open=True)
     k = kappa_r(r)
     return 1.0 / ((k * k + 1) * ndtr(k) + k * _pdf(k))

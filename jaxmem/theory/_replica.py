@@ -23,7 +23,7 @@ import numpy as np
 import optimistix as optx
 from jax.scipy.special import log_ndtr
 
-from .._validate import check_int, check_memory, InvalidArgument
+from .._validate import check_int, check_memory, check_real_if_scalar
 from ._capacity import project
 from ._common import default_key, f64, float64, normal
 
@@ -168,14 +168,12 @@ def _solve(alpha, p, margin, z, u0, nodes, rtol, max_steps):
 
 
 def _check(alpha, p, margin, samples):
-    if isinstance(alpha, (int, float)) and not (alpha > 0 and np.isfinite(alpha)):
-        raise InvalidArgument(f"alpha must be a finite number > 0, got {alpha!r}")
+    check_real_if_scalar("alpha", alpha, low=0.0, low_open=True)
     check_int("p", p, 2)
     check_int("samples", samples, 1)
     # the (samples, p) fields and a few temporaries of that size, in float64
     check_memory("p and samples", 8.0 * 8 * samples * p)
-    if isinstance(margin, (int, float)) and not (margin >= 0 and np.isfinite(margin)):
-        raise InvalidArgument(f"margin must be finite and >= 0, got {margin!r}")
+    check_real_if_scalar("margin", margin, low=0.0)
 
 
 @float64
