@@ -5,8 +5,8 @@ from ._loss import cross_entropy, dense_ce, dense_scores, Scores, stream_ce
 from ._measure import capacity, CapacityEstimate
 from ._metrics import ensemble_metrics, Metrics, metrics
 from ._models import AbstractMemory, Factored, FullRank, hebbian, MEMORIES, rank_of
+from ._precision import PRECISIONS
 from ._solvers import AbstractEnsembleSolver, decide, DecideConfig, Decider, Decision, run_ensemble
-from ._solvers._adam import AdamProtocol
 from ._tasks import (
     AbstractTask,
     alpha_of,
@@ -20,7 +20,7 @@ from ._tasks import (
     Task,
 )
 from ._threshold import median_ci, search_thresholds, SearchPlan, Thresholds
-from ._train import Run, train, TrainConfig
+from ._train import AdamProtocol, padded_size, Run, train, TrainConfig, TrainInstance
 
 
 __version__ = "0.1.0"

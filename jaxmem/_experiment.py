@@ -14,7 +14,7 @@ import numpy as np
 from ._metrics import ensemble_metrics
 from ._models import hebbian, MODELS, resolve_kappa
 from ._tasks import alpha_of, EMBEDDINGS, make_tasks, MATERIALISE_LIMIT, p_from_alpha, PROBLEMS
-from ._train import NO_TRAINING, outcomes, train, train_bytes, TrainConfig
+from ._train import NO_TRAINING, outcomes, padded_size, train, train_bytes, TrainConfig
 from ._validate import check_choice, check_int, check_memory, InvalidArgument
 
 
@@ -93,10 +93,12 @@ def run_experiment(
     p = resolve_p(d, p, alpha)
     config = TrainConfig() if config is None else config
     m, kappa_eff = resolve_kappa(model, d, kappa)
-    dp_materialised = problem == "dp" and p * p * d <= MATERIALISE_LIMIT
-    check_memory("d, p and seeds", train_bytes(seeds, d, p, m, dp_materialised))
+    # trained at a padded size (masked), so that a sweep over p compiles once per bucket
+    P = p if model == "hebbian" else padded_size(p, d)
+    dp_materialised = problem == "dp" and P * P * d <= MATERIALISE_LIMIT
+    check_memory("d, p and seeds", train_bytes(seeds, d, P, m, dp_materialised))
     t = time.perf_counter()
-    tasks = make_tasks(jax.random.key(seed0), n=seeds, d=d, p=p, problem=problem, embedding=embedding)
+    tasks = make_tasks(jax.random.key(seed0), n=seeds, d=d, p=P, problem=problem, embedding=embedding)
     if model == "hebbian":
         met = ensemble_metrics(hebbian(tasks), tasks)
         stored = np.asarray(met.stored)
@@ -109,7 +111,7 @@ def run_experiment(
             final_loss=[None] * seeds,
         )
     else:
-        run = train(model, tasks, config, m=m if model == "factored" else None, progress=progress)
+        run = train(model, tasks, config, n=p, m=m if model == "factored" else None, progress=progress)
         outs = run.outcomes()
     return Experiment(
         d=d,

@@ -45,33 +45,46 @@ def dense_scores(
     return task.score_matrix(V, precision)
 
 
-def outcome(s) -> Scores:
-    """Target, best competitor and stored flag per input from a `p x p` score matrix."""
-    p = s.shape[-1]
-    eye = jnp.eye(p, dtype=bool)
+def outcome(s, n=None) -> Scores:
+    """Target, best competitor and stored flag per input from a `P x P` score matrix, over its
+    first `n` rows and columns (default all); a padded row (`>= n`) counts as stored."""
+    P = s.shape[-1]
+    idx = jnp.arange(P)
+    n = P if n is None else n
     target = jnp.diagonal(s)
-    best = jnp.max(jnp.where(eye, -jnp.inf, s), axis=-1)
-    return Scores(target, best, target > best)
+    best = jnp.max(jnp.where((idx[None, :] == idx[:, None]) | (idx[None, :] >= n), -jnp.inf, s), axis=-1)
+    return Scores(target, best, (target > best) | (idx >= n))
 
 
-def dense_ce(V: Float[Array, "p d"], task: Task, *, precision=lax.Precision.DEFAULT):
-    """Mean softmax cross-entropy from the dense score matrix, and the per-input `Scores`.
+def dense_ce(V: Float[Array, "P d"], task: Task, *, n=None, precision=lax.Precision.DEFAULT):
+    """Mean softmax cross-entropy over the first `n` associations (default all) from the dense
+    score matrix, and the per-input `Scores`. Rows and columns `>= n` (a padded prefix) are
+    masked exactly: a padded candidate never enters a softmax, a padded row not the mean.
 
-    **Arguments:** `V`: the projections `(p, d)`; `task`: one task; `precision`: of the score matmul.
+    **Arguments:** `V`: the projections `(P, d)`; `task`: one task; `n`: the real associations
+    (may be traced); `precision`: of the score matmul.
 
     **Returns:** `(loss, Scores)`.
     """
     import optax
 
     s = dense_scores(V, task, precision=precision)
-    loss = optax.softmax_cross_entropy_with_integer_labels(s, jnp.arange(task.p)).mean()
-    return loss, outcome(lax.stop_gradient(s))
+    P = task.p
+    if n is None:
+        loss = optax.softmax_cross_entropy_with_integer_labels(s, jnp.arange(P)).mean()
+        return loss, outcome(lax.stop_gradient(s))
+    real = jnp.arange(P) < n
+    logits = jnp.where(real[None, :] | ~real[:, None], s, -jnp.inf)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, jnp.arange(P))
+    return jnp.sum(jnp.where(real, ce, 0.0)) / n, outcome(lax.stop_gradient(s), n)
 
 
-def stream_pass(V, task: Task, block: int, precision, row_block: int | None = None):
+def stream_pass(V, task: Task, block: int, precision, row_block: int | None = None, n=None):
     """One pass over candidate blocks of `block` columns, for row blocks of `row_block` inputs
-    (default `task.row_block(block)`). **Returns:** the loss, `dL/dV` and the `Scores`."""
+    (default `task.row_block(block)`), over the first `n` associations (default all, masked as in
+    `dense_ce`). **Returns:** the loss, `dL/dV` and the `Scores`."""
     p, d = V.shape
+    n = p if n is None else n
     R = int(task.row_block(block) if row_block is None else row_block)
     nr, nb = -(-p // R), -(-p // block)
     Vp = jnp.pad(V, ((0, nr * R - p), (0, 0)))
@@ -83,7 +96,7 @@ def stream_pass(V, task: Task, block: int, precision, row_block: int | None = No
         def body(carry, b):
             m, l, acc, best = carry
             cols = b * block + jnp.arange(block)
-            valid = cols < p
+            valid = cols < n
             s, C = task.block_scores(Vr, jnp.minimum(rows, p - 1), jnp.minimum(cols, p - 1), precision)
             s = jnp.where(valid[None, :], s, -jnp.inf)
             m_new = jnp.maximum(m, s.max(axis=1))
@@ -105,35 +118,37 @@ def stream_pass(V, task: Task, block: int, precision, row_block: int | None = No
 
     out = lax.map(row_pass, jnp.arange(nr))
     m, l, acc, best = (x.reshape((nr * R,) + x.shape[2:])[:p] for x in out)
+    real = jnp.arange(p) < n
     target = jnp.sum(V * task.targets, axis=1)
-    loss = jnp.mean(m + jnp.log(l) - target)
-    grad = (acc / l[:, None] - task.targets) / p
-    return loss, grad, Scores(target, best, target > best)
+    loss = jnp.sum(jnp.where(real, m + jnp.log(l) - target, 0.0)) / n
+    grad = jnp.where(real[:, None], acc / l[:, None] - task.targets, 0.0) / n
+    return loss, grad, Scores(target, best, (target > best) | ~real)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
-def _stream(V, task, block, precision, row_block):
-    loss, _, out = stream_pass(V, task, block, precision, row_block)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4, 5))
+def _stream(V, task, n, block, precision, row_block):
+    loss, _, out = stream_pass(V, task, block, precision, row_block, n)
     return loss, out
 
 
-def _stream_fwd(V, task, block, precision, row_block):
-    loss, grad, out = stream_pass(V, task, block, precision, row_block)
+def _stream_fwd(V, task, n, block, precision, row_block):
+    loss, grad, out = stream_pass(V, task, block, precision, row_block, n)
     return (loss, out), grad
 
 
 def _stream_bwd(block, precision, row_block, grad, ct):
     ct_loss, _ = ct
-    return ct_loss * grad, None
+    return ct_loss * grad, None, None
 
 
 _stream.defvjp(_stream_fwd, _stream_bwd)
 
 
 def stream_ce(
-    V: Float[Array, "p d"],
+    V: Float[Array, "P d"],
     task: Task,
     *,
+    n=None,
     block: int = 256,
     row_block: int | None = None,
     precision=lax.Precision.DEFAULT,
@@ -144,14 +159,15 @@ def stream_ce(
     pass only scales it: each DP candidate is generated once per step. Memory: `O(p d)` plus a
     `(p, block)` score block (OP) or a `(row_block, block, d)` candidate block (DP).
 
-    **Arguments:** `V`: the projections `(p, d)`; `task`: one task; `block`: candidate columns per
-    pass; `row_block`: inputs per pass (default `task.row_block(block)`); `precision`: of the
-    matmuls.
+    **Arguments:** `V`: the projections `(P, d)`; `task`: one task; `n`: the real associations
+    (default all); `block`: candidate columns per pass; `row_block`: inputs per pass (default
+    `task.row_block(block)`); `precision`: of the matmuls.
 
     **Returns:** `(loss, Scores)`, as `dense_ce`.
     """
     block = int(min(block, task.p))
-    return _stream(V, task, block, precision, row_block)
+    n = jnp.asarray(task.p if n is None else n, jnp.int32)
+    return _stream(V, task, n, block, precision, row_block)
 
 
 # Above this many scores per task the streaming kernel is used.
@@ -166,18 +182,28 @@ def use_stream(task: Task, stream: bool | None = None) -> bool:
     return task.p * task.p > STREAM_THRESHOLD or task.streams_only
 
 
-def cross_entropy(V: Float[Array, "p d"], task: Task, *, stream: bool | None = None, block: int = 256):
+def cross_entropy(
+    V: Float[Array, "P d"],
+    task: Task,
+    *,
+    n=None,
+    stream: bool | None = None,
+    block: int = 256,
+    precision=lax.Precision.DEFAULT,
+):
     """The mean softmax cross-entropy and the `Scores`, dense or streaming by `use_stream`.
 
-    **Arguments:** `V`: the projections `E W^T`, `(p, d)`; `task`: one task; `stream`: force the
-    dense (`False`) or streaming (`True`) kernel; `block`: the streaming column block.
+    **Arguments:** `V`: the projections `E W^T`, `(P, d)`; `task`: one task; `n`: train on its first
+    `n` associations only (a padded prefix, masked exactly; default all); `stream`: force the
+    dense (`False`) or streaming (`True`) kernel; `block`: the streaming column block;
+    `precision`: of the matmuls (a `lax.Precision`, or a name in `PRECISIONS`).
 
     **Returns:** `(loss, Scores)`: the mean cross-entropy (differentiable in `V`) and the per-input
     outcome.
     """
     if use_stream(task, stream):
-        return stream_ce(V, task, block=block)
-    return dense_ce(V, task)
+        return stream_ce(V, task, n=n, block=block, precision=precision)
+    return dense_ce(V, task, n=n, precision=precision)
 
 
 def scores(

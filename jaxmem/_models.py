@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ._precision import einsum
 from ._tasks import Task
 from ._validate import InvalidArgument, rank_of
 
@@ -51,7 +52,8 @@ class AbstractMemory(eqx.Module):
 
     @abc.abstractmethod
     def project(self, E, *, precision=lax.Precision.DEFAULT) -> jax.Array:
-        """`V = E W^T`: row `mu` is `W e_mu`."""
+        """`V = E W^T`: row `mu` is `W e_mu` (`precision`: a `lax.Precision` or a name in
+        `PRECISIONS`)."""
 
 
 class FullRank(AbstractMemory):
@@ -71,7 +73,7 @@ class FullRank(AbstractMemory):
         return self.W
 
     def project(self, E, *, precision=lax.Precision.DEFAULT):
-        return jnp.matmul(E, self.W.T, precision=precision)
+        return einsum("pe,de->pd", E, self.W, precision)
 
 
 class Factored(AbstractMemory):
@@ -106,7 +108,7 @@ class Factored(AbstractMemory):
         return self.Q @ self.R.T
 
     def project(self, E, *, precision=lax.Precision.DEFAULT):
-        return jnp.matmul(jnp.matmul(E, self.R, precision=precision), self.Q.T, precision=precision)
+        return einsum("pm,dm->pd", einsum("pe,em->pm", E, self.R, precision), self.Q, precision)
 
 
 # The memory registry: a new memory is a final AbstractMemory and one entry here.

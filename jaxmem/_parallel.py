@@ -1,14 +1,13 @@
 """Spread the ensemble axis over local devices: a 1-D mesh, `shard_map`, padding and masking.
 
 Instances are independent, so each device runs the vmapped step on its slice with no
-communication. An ensemble that does not divide by the device count is padded with copies of
-its last instance, which are dropped from every result.
+communication. `run_ensemble` pads a batch to a multiple of the device count with copies of an
+active instance, which it drops from every result.
 """
 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
@@ -30,20 +29,6 @@ def ensemble_mesh(devices=None) -> Mesh | None:
     if len(devices) <= 1:
         return None
     return Mesh(np.array(devices), (AXIS,))
-
-
-def pad_to(tree, n: int, multiple: int):
-    """Pad every leaf's leading axis from `n` to a multiple of `multiple` by repeating the last
-    instance; returns the padded tree and the padded size."""
-    m = -(-n // multiple) * multiple
-    if m == n:
-        return tree, n
-    idx = jnp.concatenate([jnp.arange(n), jnp.full((m - n,), n - 1)])
-    return jax.tree.map(lambda x: x[idx], tree), m
-
-
-def unpad(tree, n: int):
-    return jax.tree.map(lambda x: x[:n], tree)
 
 
 def shard_ensemble(fn, mesh: Mesh | None, n_sharded: int):

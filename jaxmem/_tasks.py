@@ -10,6 +10,7 @@ regenerates them block by block from the same function, so both paths see identi
 from __future__ import annotations
 
 import abc
+import dataclasses
 import math
 from typing import ClassVar
 
@@ -19,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ._precision import einsum
 from ._validate import check_choice, check_int, check_memory, check_positive, InvalidArgument
 
 
@@ -131,6 +133,12 @@ class AbstractTask(eqx.Module):
             return self.candidates(idx, idx)
         return self.candidates(idx[:, None], idx[None, :])
 
+    def prefix(self, p: int) -> AbstractTask:
+        """The task of the first `p` associations (tasks are nested in `p`, so this is the task
+        `make_task` gives at `p`); works on a batch too (leading axes are kept)."""
+        p = check_int("p", p, 2, self.p)
+        return dataclasses.replace(self, inputs=self.inputs[..., :p, :], targets=self.targets[..., :p, :])
+
     def score_matrix(self, V, precision):
         """The `p x p` scores of the projections `V = E W^T`."""
         idx = jnp.arange(self.p)
@@ -165,10 +173,10 @@ class OPTask(AbstractTask):
 
     def block_scores(self, V, rows, cols, precision):
         C = self.targets[cols]
-        return jnp.matmul(V, C.T, precision=precision), C
+        return einsum("md,bd->mb", V, C, precision), C
 
     def block_sum(self, weights, C, precision):
-        return jnp.matmul(weights, C, precision=precision)
+        return einsum("mb,bd->md", weights, C, precision)
 
     @classmethod
     def build(cls, inputs, targets, cand_key, init_key, embedding, materialise_limit):
@@ -187,6 +195,9 @@ class DPTask(AbstractTask):
     init_key: PRNGKeyArray
     materialised: Float[Array, "p p d"] | None
     embedding: str = eqx.field(static=True)
+    # the dtype candidates are drawn in (then cast to the inputs' dtype): a task cast to float64
+    # for a recheck regenerates the same numbers
+    draw_dtype: str | None = eqx.field(static=True, default=None)
     problem: ClassVar[str] = "dp"
     shared: ClassVar[bool] = False
 
@@ -197,14 +208,21 @@ class DPTask(AbstractTask):
     def candidates(self, rows, cols):
         mu, rho = jnp.broadcast_arrays(jnp.asarray(rows), jnp.asarray(cols))
         dtype = self.inputs.dtype
+        draw = dtype if self.draw_dtype is None else jnp.dtype(self.draw_dtype)
 
         def one(m, r):
             k = jax.random.fold_in(jax.random.fold_in(self.cand_key, m), r)
-            return _embed(k, (self.d,), self.embedding, dtype)
+            return _embed(k, (self.d,), self.embedding, draw).astype(dtype)
 
         with jax.threefry_partitionable(True):
             fresh = jax.vmap(one)(mu.ravel(), rho.ravel()).reshape(mu.shape + (self.d,))
         return jnp.where((mu == rho)[..., None], self.targets[mu], fresh)
+
+    def prefix(self, p: int) -> DPTask:
+        task = super().prefix(p)
+        if self.materialised is None:
+            return task
+        return dataclasses.replace(task, materialised=self.materialised[..., :p, :p, :])
 
     def table(self, P: int):
         if self.materialised is not None:
@@ -216,10 +234,10 @@ class DPTask(AbstractTask):
             C = self.materialised[rows[:, None], cols[None, :]]
         else:
             C = self.candidates(rows[:, None], cols[None, :])
-        return jnp.einsum("md,mbd->mb", V, C, precision=precision), C
+        return einsum("md,mbd->mb", V, C, precision), C
 
     def score_matrix(self, V, precision):
-        return jnp.einsum("md,mrd->mr", V, self.table(self.p), precision=precision)
+        return einsum("md,mrd->mr", V, self.table(self.p), precision)
 
     @classmethod
     def build(cls, inputs, targets, cand_key, init_key, embedding, materialise_limit):
@@ -230,6 +248,7 @@ class DPTask(AbstractTask):
             init_key=init_key,
             materialised=None,
             embedding=embedding,
+            draw_dtype=jnp.dtype(inputs.dtype).name,
         )
         p, d = inputs.shape
         if p * p * d > materialise_limit:
@@ -237,7 +256,7 @@ class DPTask(AbstractTask):
         return eqx.tree_at(lambda t: t.materialised, task, task.table(p), is_leaf=lambda x: x is None)
 
     def block_sum(self, weights, C, precision):
-        return jnp.einsum("mb,mbd->md", weights, C, precision=precision)
+        return einsum("mb,mbd->md", weights, C, precision)
 
 
 Task = AbstractTask

@@ -22,12 +22,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._solvers._adam import _Instance as _AdamInstance, AdamProtocol
+from ._models import Factored, FullRank
 from ._solvers._constraints import batch_constraints
 from ._solvers._decide import decide_constraints, DecideConfig, STORABLE, UNDECIDED, UNSTORABLE, verify
 from ._solvers._runner import run_ensemble
 from ._tasks import alpha_of, p_from_alpha, Task
-from ._train import TrainConfig
+from ._train import AdamProtocol, TrainConfig, TrainInstance
 from ._validate import check_int, check_real, InvalidArgument
 
 
@@ -125,8 +125,12 @@ def _decide_round(tasks_b, ps, P, *, solver, model_rank, decide_cfg, adam_cfg):
     if solver == "certified":
         dec = decide_constraints(cons, rank=model_rank, config=decide_cfg)
         return dec.status, dec.margin, dec.margin_bound, dec.iterations
-    protocol = AdamProtocol(adam_cfg, model_rank)
-    st = run_ensemble(protocol, _AdamInstance(cons, tasks_b.init_key), chunk=adam_cfg.chunk)
+    d = tasks_b.d
+    protocol = AdamProtocol(adam_cfg, FullRank if model_rank is None else Factored, model_rank or d)
+    lr = jnp.full(ps.shape, adam_cfg.lr, tasks_b.inputs.dtype)
+    st, _ = run_ensemble(
+        protocol, TrainInstance(tasks_b.prefix(P), jnp.asarray(ps, jnp.int32), lr), chunk=adam_cfg.chunk
+    )
     W = jax.vmap(lambda prm: prm.weight())(st.params)
     _, margin, bound = verify(cons, W, decide_cfg.tol)
     ok = (np.asarray(st.done_step) >= 0) & ~np.asarray(st.diverged) & (margin > 0)

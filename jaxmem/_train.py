@@ -1,10 +1,10 @@
-"""Full-batch training of an ensemble of memories, vmapped over instances.
+"""Full-batch training of an ensemble of memories: the paper's protocol as an ensemble solver.
 
-A host loop drives jitted `lax.scan` chunks. At every step each instance first evaluates its
-loss and stored flags at the current weights; an instance that stores all `p` (or whose loss
-is not finite) is frozen from then on, so an instance's trajectory does not depend on the
-chunk size or on the other members of the ensemble, and the host stops as soon as every
-instance is frozen.
+At every step each instance first evaluates its loss and stored flags at the current weights;
+an instance that stores all its associations (or whose loss is not finite) is frozen from then
+on. `run_ensemble` drives jitted chunks and drops finished instances between them, so an
+instance's trajectory depends neither on the chunk size nor on the rest of the ensemble, and
+an ensemble costs the sum of its members' steps, not `n` times its slowest.
 """
 
 from __future__ import annotations
@@ -19,27 +19,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jaxtyping import Array, Bool, Float, Int
 
 from ._loss import cross_entropy
 from ._metrics import ensemble_metrics, Metrics
 from ._models import Factored, FullRank, memory_class, rank_of
-from ._parallel import ensemble_mesh, pad_to, shard_ensemble, unpad
+from ._precision import PRECISIONS
+from ._solvers._runner import AbstractEnsembleSolver, run_ensemble
 from ._tasks import Task
-from ._validate import check_int, check_memory, check_positive, InvalidArgument
+from ._validate import check_choice, check_int, check_memory, check_positive, InvalidArgument
 
 
 # Defaults chosen by the measurements in README "Training defaults".
 DEFAULT_STEPS = 5000
 DEFAULT_LR = 3e-2
 DEFAULT_INIT_SCALE = 1e-3
-
-
-class TrainState(eqx.Module):
-    params: eqx.Module
-    opt_state: optax.OptState
-    done_step: jax.Array  # first step at which all were stored, -1 if not (yet)
-    diverged: jax.Array
-    loss: jax.Array
 
 
 class TrainConfig(eqx.Module):
@@ -53,10 +47,15 @@ class TrainConfig(eqx.Module):
     - `lr`: the learning rate (`train(..., lr=)` may give one per instance).
     - `init_scale`: `W` starts with entries `N(0, init_scale^2 / d)`.
     - `optimizer`: an optax `GradientTransformation` factory taking `learning_rate`.
-    - `chunk`: steps per jitted `lax.scan` between host checks (the last chunk is trimmed).
+    - `chunk`: the most steps per jitted loop between host checks (the last one is trimmed to
+      the budget).
     - `stream`, `block`: force the dense or streaming loss (`None`: `use_stream`'s rule), and
       the streaming column block.
-    - `early_stop`: stop once every instance is stored or diverged.
+    - `precision`: of the optimisation's matmuls, a name in `PRECISIONS` (`"highest"`, `"tf32"`,
+      `"bf16"`); stored flags and every decision are evaluated at HIGHEST whatever it is.
+    - `early_stop`: an instance stops once it stores all or diverges (`False`: every instance
+      runs the whole budget, frozen once stored; for throughput benchmarks).
+    - `compact`: finished instances leave the batch between chunks (`False`: for benchmarks).
 
     The record identity of a run is `identity()`: the knobs that change its numbers.
     """
@@ -68,7 +67,9 @@ class TrainConfig(eqx.Module):
     chunk: int = 100
     stream: bool | None = None
     block: int = 256
+    precision: str = "highest"
     early_stop: bool = True
+    compact: bool = True
 
     def __check_init__(self):
         check_int("steps", self.steps, 0)
@@ -80,6 +81,7 @@ class TrainConfig(eqx.Module):
             raise InvalidArgument(
                 f"optimizer must be an optax factory such as optax.adam, got {self.optimizer!r}"
             )
+        check_choice("precision", self.precision, PRECISIONS)
         if self.stream not in (None, True, False):
             raise InvalidArgument(f"stream must be None, True or False, got {self.stream!r}")
 
@@ -88,6 +90,8 @@ class TrainConfig(eqx.Module):
         out = dict(steps=int(self.steps), lr=float(self.lr), init_scale=float(self.init_scale))
         if self.optimizer is not optax.adam:
             out["optimizer"] = getattr(self.optimizer, "__name__", repr(self.optimizer))
+        if self.precision != "highest":
+            out["precision"] = self.precision
         return out
 
 
@@ -95,78 +99,95 @@ class TrainConfig(eqx.Module):
 NO_TRAINING = dict(steps=0, lr=0.0, init_scale=0.0)
 
 
-class _Config(eqx.Module):
-    model: type = eqx.field(static=True)
-    d: int = eqx.field(static=True)
-    m: int = eqx.field(static=True)
-    init_scale: float = eqx.field(static=True)
-    optimizer: Callable = eqx.field(static=True)
-    stream: bool | None = eqx.field(static=True)
-    block: int = eqx.field(static=True)
-
-    def init_model(self, key, dtype):
-        return self.model.init(key, self.d, m=self.m, init_scale=self.init_scale, dtype=dtype)
-
-    def opt(self, lr):
-        return optax.inject_hyperparams(self.optimizer)(learning_rate=lr)
-
-
 def _finite(tree):
     leaves = jax.tree.leaves(eqx.filter(tree, eqx.is_inexact_array))
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
-def _step(cfg: _Config, task: Task, state: TrainState, t, steps):
-    def loss_fn(params):
-        V = params.project(task.inputs)
-        return cross_entropy(V, task, stream=cfg.stream, block=cfg.block)
+class TrainInstance(eqx.Module):
+    """One instance of the protocol: a task, how many of its associations to store (`n`, a
+    prefix: the rest is padding, masked exactly), and its learning rate."""
 
-    (loss, sc), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    live = (state.done_step < 0) & ~state.diverged & (t <= steps)
-    bad = ~(jnp.isfinite(loss) & _finite(grads))
-    stored = sc.stored.all() & ~bad
-    done_step = jnp.where(live & stored, t, state.done_step)
-    diverged = state.diverged | (live & bad)
-    update = live & ~stored & ~bad & (t < steps)
-    updates, opt_state = cfg.opt(0.0).update(grads, state.opt_state, state.params)
-    params = eqx.apply_updates(state.params, updates)
-    keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(update, a, b), new, old)
-    return TrainState(
-        keep(params, state.params),
-        keep(opt_state, state.opt_state),
-        done_step,
-        diverged,
-        jnp.where(live, loss, state.loss),
-    )
+    task: Task
+    n: Int[Array, ""]
+    lr: Float[Array, ""]
 
 
-@eqx.filter_jit
-def _chunk(cfg: _Config, mesh, tasks: Task, state: TrainState, t0, steps, length: int):
-    def ensemble(tasks, state, t0, steps):
-        def one(task, st):
-            def body(st, t):
-                return _step(cfg, task, st, t, steps), None
-
-            return jax.lax.scan(body, st, t0 + jnp.arange(length))[0]
-
-        return jax.vmap(one)(tasks, state)
-
-    return shard_ensemble(ensemble, mesh, 2)(tasks, state, t0, steps)
+class TrainState(eqx.Module):
+    params: eqx.Module
+    opt_state: optax.OptState
+    t: Int[Array, ""]  # evaluations so far
+    done_step: Int[Array, ""]  # first step at which all were stored, -1 if not (yet)
+    diverged: Bool[Array, ""]
+    loss: Float[Array, ""]
 
 
-@eqx.filter_jit
-def _init(cfg: _Config, tasks: Task, lr):
-    def one(task, lr):
-        params = cfg.init_model(task.init_key, task.inputs.dtype)
+class AdamProtocol(AbstractEnsembleSolver):
+    """The paper's protocol (docs/science.md, 2.6) as an ensemble solver: at every step the
+    instance evaluates its loss and stored flags at the current weights, stops once it stores
+    all `n` (or its loss or gradient is not finite), and otherwise takes one optimizer step,
+    for at most `config.steps` updates (`steps + 1` evaluations).
+
+    **Arguments:** `config`: a `TrainConfig`; `memory`: an `AbstractMemory` class; `rank`: `m`
+    (`d` for `FullRank`).
+    """
+
+    config: TrainConfig
+    memory: type = eqx.field(static=True)
+    rank: int = eqx.field(static=True)
+
+    def _opt(self, lr):
+        return optax.inject_hyperparams(self.config.optimizer)(learning_rate=lr)
+
+    def init(self, inst: TrainInstance) -> TrainState:
+        task = inst.task
+        params = self.memory.init(
+            task.init_key, task.d, m=self.rank, init_scale=self.config.init_scale, dtype=task.inputs.dtype
+        )
         return TrainState(
             params,
-            cfg.opt(lr).init(params),
-            jnp.array(-1),
+            self._opt(inst.lr).init(params),
+            jnp.array(0, jnp.int32),
+            jnp.array(-1, jnp.int32),
             jnp.array(False),
             jnp.array(jnp.inf, task.inputs.dtype),
         )
 
-    return jax.vmap(one)(tasks, lr)
+    def step(self, inst: TrainInstance, st: TrainState) -> TrainState:
+        cfg = self.config
+
+        def loss_fn(params):
+            V = params.project(inst.task.inputs, precision=cfg.precision)
+            return cross_entropy(
+                V, inst.task, n=inst.n, stream=cfg.stream, block=cfg.block, precision=cfg.precision
+            )
+
+        (loss, sc), grads = jax.value_and_grad(loss_fn, has_aux=True)(st.params)
+        live = (st.done_step < 0) & ~st.diverged
+        bad = ~(jnp.isfinite(loss) & _finite(grads))
+        stored = sc.stored.all() & ~bad
+        update = live & ~stored & ~bad & (st.t < cfg.steps)
+        # the learning rate lives in the injected hyperparameters of opt_state
+        updates, opt_state = self._opt(0.0).update(grads, st.opt_state, st.params)
+        params = eqx.apply_updates(st.params, updates)
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(update, a, b), new, old)
+        return TrainState(
+            keep(params, st.params),
+            keep(opt_state, st.opt_state),
+            st.t + 1,
+            jnp.where(live & stored, st.t, st.done_step),
+            st.diverged | (live & bad),
+            jnp.where(live, loss, st.loss),
+        )
+
+    def done(self, st: TrainState) -> Bool[Array, ""]:
+        over = st.t > self.config.steps
+        if not self.config.early_stop:
+            return over
+        return over | (st.done_step >= 0) | st.diverged
+
+    def remaining(self, st: TrainState) -> Int[Array, ""]:
+        return self.config.steps + 1 - st.t
 
 
 def _finite_list(x) -> list:
@@ -237,7 +258,9 @@ class Run(eqx.Module):
     diverged: np.ndarray
     lr: np.ndarray
     steps_run: int
-    evaluations: int  # loss evaluations per instance (at most steps + 1)
+    evaluations: int  # the most loss evaluations of an instance (at most steps + 1)
+    instance_steps: int  # loss evaluations summed over the instances (the work needed)
+    computed_steps: int  # instance-steps computed (frozen and padded members included)
     seconds: float
 
     def outcomes(self) -> list[Outcome]:
@@ -254,7 +277,14 @@ class Run(eqx.Module):
         """Per-instance lists of the outcome fields, and the run's totals."""
         outs = [o.to_json(detail) for o in self.outcomes()]
         per = {k: [o[k] for o in outs] for k in outs[0]} if outs else {}
-        return dict(per, steps_run=self.steps_run, evaluations=self.evaluations, seconds=self.seconds)
+        return dict(
+            per,
+            steps_run=self.steps_run,
+            evaluations=self.evaluations,
+            instance_steps=self.instance_steps,
+            computed_steps=self.computed_steps,
+            seconds=self.seconds,
+        )
 
 
 def _learning_rates(lr, n: int) -> np.ndarray:
@@ -273,6 +303,27 @@ def _learning_rates(lr, n: int) -> np.ndarray:
     return arr
 
 
+# Below this many multiply-adds per score matrix (P^2 d) a step costs less than a compile.
+CHEAP_STEP = 2**26
+
+
+def padded_size(p: int, d: int) -> int:
+    """The size `P >= p` a run at `p` trains at (`train(tasks_at_P, n=p)`), so that runs at many
+    `p` of one `d` share their compiled kernels: the next power of two while a step is cheap
+    (`P^2 d <= CHEAP_STEP`), else the next multiple of `2^(k - 3)` for `2^k <= p` (at most 1/8
+    more rows, 27% more score FLOPs).
+
+    **Arguments:** `p`: the associations; `d`: the dimension. **Returns:** `P`.
+    """
+    p = check_int("p", p, 2)
+    d = check_int("d", d, 1)
+    P = 1 << (p - 1).bit_length()
+    if P * P * d <= CHEAP_STEP:
+        return P
+    g = 1 << max(0, p.bit_length() - 4)
+    return -(-p // g) * g
+
+
 def train_bytes(n: int, d: int, p: int, m: int, dp_materialised: bool) -> float:
     """An estimate of the memory a training run holds: per instance the task (`2 p d`, plus
     the DP's `p^2 d` candidates when materialised), and the parameters with their gradient and
@@ -287,16 +338,18 @@ def train(
     config: TrainConfig = TrainConfig(),
     *,
     lr=None,
+    n: int | None = None,
     m: int | None = None,
     kappa: float | None = None,
     progress: bool = False,
     devices=None,
     **overrides,
 ) -> Run:
-    """Train one memory per task in the batch `tasks` (leading axis `n`) as `config` says, on
-    the mean softmax cross-entropy, full batch, until each instance stores all `p` or the
-    budget is spent. An instance that stores all (or whose loss is not finite) is frozen, so a
-    vmapped ensemble equals a loop of single runs.
+    """Train one memory per task in the batch `tasks` (leading axis) as `config` says, on the
+    mean softmax cross-entropy, full batch, until each instance stores all its associations or
+    the budget is spent (`AdamProtocol`, run by the compacting `run_ensemble`). An instance that
+    stores all (or whose loss is not finite) is frozen and leaves the batch, so a vmapped
+    ensemble equals a loop of single runs.
 
     **Arguments:**
 
@@ -306,57 +359,54 @@ def train(
     - `config`: a `TrainConfig`; `**overrides` replace its fields (`steps=500` is
       `dataclasses.replace(config, steps=500)`, validated the same way).
     - `lr`: one learning rate per instance (default: `config.lr` for all).
+    - `n`: store only the first `n` associations of each task (default all). Tasks are nested,
+      so this trains on `tasks.prefix(n)`; the rows and columns past `n` are padding, masked
+      exactly, and one compiled kernel serves every `n` of a padded size (see `padded_size`).
     - `devices`: spread the ensemble over these (default: all local accelerators, see
-      `ensemble_mesh`; padded to a multiple of their number).
+      `ensemble_mesh`).
 
-    **Returns:** a `Run`.
+    **Returns:** a `Run` (its metrics are those of the first `n` associations).
     """
     config = dataclasses.replace(config, **overrides) if overrides else config
     if not isinstance(config, TrainConfig):
         raise InvalidArgument(f"config must be a TrainConfig, got {config!r}")
     if tasks.inputs.ndim != 3:
         raise InvalidArgument("tasks must be a batch from make_tasks (leading ensemble axis)")
-    n, p, d = tasks.inputs.shape
-    lr = _learning_rates(config.lr if lr is None else lr, n)
+    size, P, d = tasks.inputs.shape
+    n = P if n is None else check_int("n", n, 2, P)
+    lr = _learning_rates(config.lr if lr is None else lr, size)
     cls = memory_class(model)
     if cls is FullRank and (m is not None or kappa is not None):
         raise InvalidArgument(f"m and kappa apply to Factored only, got m={m!r}, kappa={kappa!r}")
     rank = rank_of(d, m=m, kappa=kappa) if cls is Factored else d
     dp_table = getattr(tasks, "materialised", None) is not None
-    check_memory("d, p and the ensemble size", train_bytes(n, d, p, rank, dp_table))
-    steps, chunk = config.steps, config.chunk
-    cfg = _Config(cls, d, rank, float(config.init_scale), config.optimizer, config.stream, config.block)
+    check_memory("d, p and the ensemble size", train_bytes(size, d, P, rank, dp_table))
     t_start = time.perf_counter()
-    mesh = ensemble_mesh(devices)
-    n_dev = 1 if mesh is None else mesh.size
-    run_tasks, _ = pad_to(tasks, n, n_dev)
-    state = _init(cfg, run_tasks, jnp.asarray(pad_to(jnp.asarray(lr, jnp.float32), n, n_dev)[0]))
-    # steps + 1 evaluations in all (the last one only checks): whole chunks, then a trimmed one
-    lengths = [chunk] * ((steps + 1) // chunk) + ([(steps + 1) % chunk] if (steps + 1) % chunk else [])
+    protocol = AdamProtocol(config, cls, rank)
+    instances = TrainInstance(tasks, jnp.full((size,), n, jnp.int32), jnp.asarray(lr, tasks.inputs.dtype))
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=steps + 1, unit="step", desc=f"train d={d} p={p} n={n}", leave=False)
-    t0 = 0
-    for length in lengths:
-        state = _chunk(cfg, mesh, run_tasks, state, jnp.asarray(t0), jnp.asarray(steps), length)
-        t0 += length
-        finished = np.asarray((state.done_step >= 0) | state.diverged)[:n]
+        bar = tqdm(total=config.steps + 1, unit="step", desc=f"train d={d} p={n} n={size}", leave=False)
+
+    def report(active, total, steps):
         if bar is not None:
-            bar.update(length)
-            bar.set_postfix(stored=f"{int((np.asarray(state.done_step)[:n] >= 0).sum())}/{n}")
-        if config.early_stop and finished.all():
-            break
+            bar.update(steps)
+            bar.set_postfix(active=f"{active}/{total}")
+
+    state, work = run_ensemble(
+        protocol, instances, chunk=config.chunk, progress=report, compact=config.compact, devices=devices
+    )
     if bar is not None:
         bar.close()
-    state = unpad(state, n)
-    met = ensemble_metrics(state.params, tasks)
+    real = tasks if n == P else tasks.prefix(n)
+    met = ensemble_metrics(state.params, real)
     done = np.asarray(state.done_step)
-    diverged = np.asarray(state.diverged)
     finite = np.asarray(jax.vmap(_finite)(state.params))
-    diverged = diverged | ~finite
+    diverged = np.asarray(state.diverged) | ~finite
     all_stored = np.asarray(met.all_stored) & ~diverged
+    evaluations = int(np.asarray(state.t).max())
     return Run(
         model=state.params,
         metrics=met,
@@ -366,7 +416,9 @@ def train(
         final_loss=np.asarray(state.loss),
         diverged=diverged,
         lr=lr,
-        steps_run=min(t0, steps),
-        evaluations=t0,
+        steps_run=min(evaluations, config.steps),
+        evaluations=evaluations,
+        instance_steps=int(np.asarray(state.t).sum()),
+        computed_steps=work,
         seconds=time.perf_counter() - t_start,
     )

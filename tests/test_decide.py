@@ -168,23 +168,24 @@ def test_median_ci_covers_at_the_stated_rate(n, level):
         assert rate >= level - 3 * math.sqrt(level * (1 - level) / reps), rate
 
 
-def test_adam_protocol_follows_train():
-    from jaxmem import TrainConfig
-    from jaxmem._solvers._adam import _Instance, AdamProtocol
-    from jaxmem._solvers._constraints import batch_constraints
-    from jaxmem._solvers._runner import run_ensemble
+@pytest.mark.parametrize("problem, stream", [("op", False), ("dp", True)])
+def test_padded_training_follows_unpadded(problem, stream):
+    """Training on the first p of a task padded to P (masked rows and columns, per-instance p
+    through `run_ensemble`) follows the unpadded run step for step."""
+    from jaxmem import AdamProtocol, TrainConfig, TrainInstance
 
     d, p, n = 12, 40, 4
-    tasks = jm.make_tasks(jax.random.key(5), n=n, d=d, p=p, problem="op")
-    run = jm.train(jm.FullRank, tasks, steps=600, progress=False)
-    cfg = TrainConfig(steps=600)
-    for P in (p, p + 9):  # unpadded, and padded with masked rows and columns
-        big = jm.make_tasks(jax.random.key(5), n=n, d=d, p=P, problem="op")
-        st = run_ensemble(
-            AdamProtocol(cfg), _Instance(batch_constraints(big, [p] * n, P), big.init_key), chunk=cfg.chunk
-        )
-        steps = [int(s) if s >= 0 else None for s in np.asarray(st.done_step)]
-        assert steps == run.steps_to_store, P
+    cfg = TrainConfig(steps=600, stream=stream, block=16)
+    tasks = jm.make_tasks(jax.random.key(5), n=n, d=d, p=p, problem=problem)
+    run = jm.train(jm.FullRank, tasks, cfg)
+    for P in (p, p + 9):
+        big = jm.make_tasks(jax.random.key(5), n=n, d=d, p=P, problem=problem)
+        padded = jm.train(jm.FullRank, big, cfg, n=p)
+        assert padded.steps_to_store == run.steps_to_store, P
+        np.testing.assert_allclose(padded.final_loss, run.final_loss, rtol=1e-4)
+        inst = TrainInstance(big, jnp.full((n,), p, jnp.int32), jnp.full((n,), cfg.lr))
+        st, _ = jm.run_ensemble(AdamProtocol(cfg, jm.FullRank, d), inst, chunk=7)
+        assert [int(s) if s >= 0 else None for s in np.asarray(st.done_step)] == run.steps_to_store
 
 
 def test_factored_storable_certificate_has_rank_m():

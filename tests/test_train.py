@@ -19,6 +19,12 @@ def test_vmapped_equals_loop_of_single_runs():
     tasks = jm.make_tasks(jax.random.key(1), n=n, d=d, p=p)
     lrs = np.array([0.01, 0.03, 0.05, 0.1])
     batch = jm.train(jm.FullRank, tasks, lr=lrs, steps=600, chunk=50, progress=False)
+    # compaction (the default) against the whole ensemble run to the end of every chunk
+    whole = jm.train(jm.FullRank, tasks, lr=lrs, steps=600, chunk=50, compact=False)
+    assert whole.steps_to_store == batch.steps_to_store
+    np.testing.assert_allclose(whole.model.W, batch.model.W, rtol=1e-3, atol=1e-4)
+    assert len(set(batch.steps_to_store)) > 2 and batch.computed_steps < whole.computed_steps
+    assert whole.instance_steps == batch.instance_steps <= batch.computed_steps
     for i in range(n):
         one = jax.tree.map(lambda x: x[i : i + 1], tasks)
         single = jm.train(jm.FullRank, one, lr=lrs[i], steps=600, chunk=64, progress=False)
@@ -108,3 +114,23 @@ def test_invalid_training_knobs_raise():
             jm.p_from_alpha(8, alpha)
     with pytest.raises(ValueError, match="model"):
         jm.train("mlp", tasks, progress=False)
+
+
+def test_near_ties_are_rechecked_in_float64():
+    """With every margin called a near-tie, every instance is re-evaluated in float64: its stored
+    flags are those of an independent float64 numpy evaluation."""
+    d, p, n = 12, 30, 3
+    tasks = jm.make_tasks(jax.random.key(3), n=n, d=d, p=p, problem="dp")
+    run = jm.train(jm.FullRank, tasks, steps=40)
+    met = jm.ensemble_metrics(run.model, tasks, tie_rtol=1e9)
+    assert np.asarray(met.near_tie).all()
+    for i in range(n):
+        W = np.asarray(run.model.W[i], np.float64)
+        E = np.asarray(tasks.inputs[i], np.float64)
+        C = np.asarray(tasks.materialised[i], np.float64)
+        s = np.einsum("md,mrd->mr", E @ W.T, C)
+        best = np.where(np.eye(p, dtype=bool), -np.inf, s).max(axis=1)
+        np.testing.assert_array_equal(np.asarray(met.stored[i]), np.diagonal(s) > best)
+        # float64 margins rounded once to float32 (a float32 evaluation is several ulps off)
+        ref = (np.diagonal(s) - best).astype(np.float32)
+        np.testing.assert_array_max_ulp(np.asarray(met.margin[i]), ref, maxulp=1)

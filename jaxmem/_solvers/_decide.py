@@ -397,7 +397,7 @@ def decide_constraints(
     factored = rank is not None
     ranks = jnp.broadcast_to(jnp.asarray(d if rank is None else rank, jnp.int32), (n,))
     solver = Decider(config, factored)
-    st = run_ensemble(solver, _Instance(cons, W0, ranks), chunk=config.chunk, progress=progress)
+    st, _ = run_ensemble(solver, _Instance(cons, W0, ranks), chunk=config.chunk, progress=progress)
     W = np.asarray(solver.weight(st))
     status, margin, bound = verify(cons, W, config.tol)
     iterations = np.array(st.total)
@@ -408,7 +408,7 @@ def decide_constraints(
         idx = np.flatnonzero(refuted)
         with jax.enable_x64(True):
             sub = jax.tree.map(lambda x: _to64(x[idx]), cons)
-            st64 = run_ensemble(solver, _Instance(sub, _to64(W[idx]), ranks[idx]), chunk=config.chunk)
+            st64, _ = run_ensemble(solver, _Instance(sub, _to64(W[idx]), ranks[idx]), chunk=config.chunk)
             W64 = np.asarray(solver.weight(st64))
             s64 = np.asarray(st64.status)
             iterations[idx] += np.asarray(st64.total)

@@ -2,23 +2,27 @@
 
 A solver is an `eqx.Module` with `init(instance) -> state`, `step(instance, state) -> state` and
 `done(state) -> bool`, written for one instance and vmapped by the runner. The runner drives
-jitted chunks of `chunk` steps; inside a chunk a finished instance is frozen (its state no
-longer changes), and between chunks the finished instances leave the batch, the rest being
+jitted chunks of at most `chunk` steps; inside a chunk a finished instance is frozen (its state
+no longer changes), and between chunks the finished instances leave the batch, the rest being
 re-batched into a power-of-two bucket. An instance's trajectory therefore depends neither on
-the chunk size nor on the rest of the ensemble, and compiles stay bounded (one per bucket).
+the chunk size nor on the rest of the ensemble. The chunk's length is a traced loop bound, so
+trimming the last chunk to the budget (`remaining`) compiles nothing new: compiles stay at one
+per (bucket, instance shape).
 """
 
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool
+from jaxtyping import Array, Bool, Int
 
+from .._parallel import ensemble_mesh, shard_ensemble
 from .._validate import check_int
 
 
@@ -37,6 +41,11 @@ class AbstractEnsembleSolver(eqx.Module):
     def done(self, state) -> Bool[Array, ""]:
         """Whether the instance has finished (solved, failed or out of budget)."""
 
+    def remaining(self, state) -> Int[Array, ""]:
+        """An upper bound on the steps the instance still takes (default: none known); the
+        runner trims its last chunk to it, so no step is computed past a budget."""
+        return jnp.asarray(np.iinfo(np.int32).max, jnp.int32)
+
 
 def bucket(n: int, cap: int) -> int:
     """The smallest power of two `>= n`, at most `cap`."""
@@ -49,25 +58,38 @@ def _init(solver, instances):
 
 
 @eqx.filter_jit
-def _chunk(solver, instances, state, idx, chunk: int):
-    """`chunk` steps of the instances `idx` (gathered, run, scattered back) and their `done`."""
+def _status(solver, state):
+    return jax.vmap(solver.done)(state), jax.vmap(solver.remaining)(state)
+
+
+@eqx.filter_jit
+def _chunk(solver, mesh, instances, state, idx, length):
+    """`length` steps of the instances `idx` (gathered, run, scattered back), their `done` and
+    `remaining`."""
     take = lambda tree: jax.tree.map(lambda x: x[idx], tree)
 
-    def one(inst, st):
-        def body(st, _):
+    def one(inst, st, length):
+        def body(_, st):
             new = solver.step(inst, st)
-            fin = solver.done(st)
-            return jax.tree.map(lambda a, b: jnp.where(fin, b, a), new, st), None
+            return jax.tree.map(lambda a, b: jnp.where(solver.done(st), b, a), new, st)
 
-        return jax.lax.scan(body, st, None, length=chunk)[0]
+        return jax.lax.fori_loop(0, length, body, st)
 
-    part = jax.vmap(one)(take(instances), take(state))
+    run = lambda insts, sts, length: jax.vmap(one, in_axes=(0, 0, None))(insts, sts, length)
+    part = shard_ensemble(run, mesh, 2)(take(instances), take(state), length)
     state = jax.tree.map(lambda a, b: a.at[idx].set(b), state, part)
-    return state, jax.vmap(solver.done)(part)
+    return state, jax.vmap(solver.done)(part), jax.vmap(solver.remaining)(part)
 
 
 def run_ensemble(
-    solver: AbstractEnsembleSolver, instances, *, chunk: int = 50, state=None, progress=None
+    solver: AbstractEnsembleSolver,
+    instances,
+    *,
+    chunk: int = 50,
+    state=None,
+    progress: Callable[[int, int, int], None] | None = None,
+    compact: bool = True,
+    devices=None,
 ) -> Any:
     """Run `solver` on every instance (leading axis) until each is `done`.
 
@@ -75,21 +97,38 @@ def run_ensemble(
 
     - `solver`: an `AbstractEnsembleSolver`; its `done` must become true within a finite budget.
     - `instances`: a pytree of arrays with a leading ensemble axis.
-    - `chunk`: steps per jitted chunk between compactions.
+    - `chunk`: the most steps per jitted chunk between compactions.
     - `state`: a starting state (default `vmap(solver.init)(instances)`).
-    - `progress`: optional callable `(n_active, n_total)` called after each chunk.
+    - `progress`: optional callable `(n_active, n_total, steps)` called after each chunk.
+    - `compact`: drop finished instances between chunks (`False`: every chunk runs the whole
+      ensemble, finished members frozen, as a plain vmapped loop does; for benchmarks).
+    - `devices`: split each chunk's batch over these (`ensemble_mesh`; the bucket is rounded up
+      to a multiple of their number).
 
-    **Returns:** the final state, stacked over the ensemble axis in the input order.
+    **Returns:** `(state, work)`: the final state, stacked over the ensemble axis in the input
+    order, and the instance-steps computed (batch size times chunk length, summed over chunks,
+    padding and frozen members included).
     """
     chunk = check_int("chunk", chunk, 1)
+    mesh = ensemble_mesh(devices)
+    n_dev = 1 if mesh is None else mesh.size
     n = jax.tree.leaves(instances)[0].shape[0]
     state = _init(solver, instances) if state is None else state
-    active = np.flatnonzero(~np.asarray(jax.vmap(solver.done)(state)))
+    fin, left = (np.array(x) for x in _status(solver, state))
+    active = np.flatnonzero(~fin)
+    work = 0
     while active.size:
-        size = bucket(active.size, n)
-        idx = np.concatenate([active, np.full(size - active.size, active[-1])])
-        state, fin = _chunk(solver, instances, state, jnp.asarray(idx), chunk)
-        active = active[~np.asarray(fin)[: active.size]]
+        rows = active if compact else np.arange(n)
+        size = -(-(bucket(rows.size, n) if compact else n) // n_dev) * n_dev
+        idx = np.concatenate([rows, np.full(size - rows.size, rows[-1])])
+        length = int(min(chunk, left[active].max()))
+        state, fin_part, left_part = _chunk(
+            solver, mesh, instances, state, jnp.asarray(idx), jnp.asarray(length, jnp.int32)
+        )
+        fin[rows] = np.asarray(fin_part)[: rows.size]
+        left[rows] = np.asarray(left_part)[: rows.size]
+        active = np.flatnonzero(~fin)
+        work += size * length
         if progress is not None:
-            progress(active.size, n)
-    return state
+            progress(active.size, n, length)
+    return state, work
