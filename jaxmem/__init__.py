@@ -1,6 +1,7 @@
 """jaxmem: how many facts a linear associative memory can store, by simulation and theory."""
 
 from . import theory
+from ._footprint import step_footprint
 from ._loss import cross_entropy, dense_ce, dense_scores, Scores, stream_ce
 from ._measure import capacity, CapacityEstimate
 from ._metrics import ensemble_metrics, Metrics, metrics

@@ -32,7 +32,7 @@ class Metrics(eqx.Module):
     target: jax.Array  # normalised target score
     best: jax.Array  # normalised best competitor score
     singular_values: jax.Array
-    near_tie: jax.Array  # some margin within TIE_RTOL of the score scale of zero (or not finite)
+    near_tie: jax.Array  # some finite margin within TIE_RTOL of the score scale of zero
 
 
 def scores_of(model, task: Task, *, block: int = 256):
@@ -60,7 +60,7 @@ def metrics(model, task: Task, tie_rtol=TIE_RTOL) -> Metrics:
         target=sc.target / sigma,
         best=sc.best / sigma,
         singular_values=jnp.linalg.svd(model.weight(), compute_uv=False),
-        near_tie=jnp.any(~(jnp.abs(sc.target - sc.best) > tie_rtol * sigma * math.sqrt(V.shape[-1]))),
+        near_tie=jnp.any(ok & (jnp.abs(sc.target - sc.best) <= tie_rtol * sigma * math.sqrt(V.shape[-1]))),
     )
 
 

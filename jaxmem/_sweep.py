@@ -46,10 +46,11 @@ class Knobs:
     seeds: int = 8
     seed0: int = 0
     embedding: str = "gaussian"
+    precision: str = "highest"
 
     def train_config(self) -> TrainConfig:
         """The validated `TrainConfig` these knobs describe."""
-        return TrainConfig(steps=self.steps, lr=self.lr, init_scale=self.init_scale)
+        return TrainConfig(steps=self.steps, lr=self.lr, init_scale=self.init_scale, precision=self.precision)
 
 
 def make_config(*, d, p, problem, model, kappa, knobs: Knobs) -> dict:
@@ -199,7 +200,8 @@ class Store:
 
 
 def _knobs_of(cfg: dict) -> dict:
-    return {k: cfg[k] for k in ("steps", "lr", "init_scale")}
+    # precision is in a config only when it is not the default (old records stay readable)
+    return {k: cfg[k] for k in ("steps", "lr", "init_scale", "precision") if k in cfg}
 
 
 def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> list[dict]:

@@ -121,7 +121,7 @@ def _propose(lo, hi, plan: SearchPlan):
 def _decide_round(tasks_b, ps, P, *, solver, model_rank, decide_cfg, adam_cfg):
     # Each decision starts from W = 0: a warm start from the seed's last storable memory was
     # measured to double the iterations (its scale is far from the new problem's).
-    cons = batch_constraints(tasks_b, ps, P)
+    cons = batch_constraints(tasks_b, ps, P, stream=decide_cfg.stream, block=decide_cfg.block)
     if solver == "certified":
         dec = decide_constraints(cons, rank=model_rank, config=decide_cfg)
         return dec.status, dec.margin, dec.margin_bound, dec.iterations

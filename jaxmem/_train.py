@@ -130,11 +130,21 @@ class AdamProtocol(AbstractEnsembleSolver):
 
     **Arguments:** `config`: a `TrainConfig`; `memory`: an `AbstractMemory` class; `rank`: `m`
     (`d` for `FullRank`).
+
+    The budget is held as an array, so runs with other budgets share the compiled chunks.
     """
 
-    config: TrainConfig
+    steps: Int[Array, ""]
+    config: TrainConfig = eqx.field(static=True)
     memory: type = eqx.field(static=True)
     rank: int = eqx.field(static=True)
+
+    def __init__(self, config: TrainConfig, memory: type, rank: int):
+        self.steps = jnp.asarray(config.steps, jnp.int32)
+        # the knobs the step does not read are normalised away, so they share compiles too
+        self.config = dataclasses.replace(config, steps=0, chunk=1, compact=True)
+        self.memory = memory
+        self.rank = rank
 
     def _opt(self, lr):
         return optax.inject_hyperparams(self.config.optimizer)(learning_rate=lr)
@@ -166,7 +176,7 @@ class AdamProtocol(AbstractEnsembleSolver):
         live = (st.done_step < 0) & ~st.diverged
         bad = ~(jnp.isfinite(loss) & _finite(grads))
         stored = sc.stored.all() & ~bad
-        update = live & ~stored & ~bad & (st.t < cfg.steps)
+        update = live & ~stored & ~bad & (st.t < self.steps)
         # the learning rate lives in the injected hyperparameters of opt_state
         updates, opt_state = self._opt(0.0).update(grads, st.opt_state, st.params)
         params = eqx.apply_updates(st.params, updates)
@@ -181,13 +191,13 @@ class AdamProtocol(AbstractEnsembleSolver):
         )
 
     def done(self, st: TrainState) -> Bool[Array, ""]:
-        over = st.t > self.config.steps
+        over = st.t > self.steps
         if not self.config.early_stop:
             return over
         return over | (st.done_step >= 0) | st.diverged
 
     def remaining(self, st: TrainState) -> Int[Array, ""]:
-        return self.config.steps + 1 - st.t
+        return self.steps + 1 - st.t
 
 
 def _finite_list(x) -> list:

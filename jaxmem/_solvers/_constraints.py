@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
+from .._loss import use_stream
 from .._tasks import Task
 from .._validate import InvalidArgument
 
@@ -98,11 +99,150 @@ def constraints(task: Task, p, P: int | None = None) -> Constraints:
     return Constraints(task.inputs[:P], task.table(P), jnp.asarray(p, jnp.int32))
 
 
-def batch_constraints(tasks: Task, ps, P: int) -> Constraints:
-    """`constraints` over a leading ensemble axis, each instance with its own `p`."""
-    return _batch(tasks, jnp.asarray(ps, jnp.int32), int(P))
+def batch_constraints(
+    tasks: Task, ps, P: int, *, stream: bool | None = None, block: int = 256
+) -> Constraints | StreamedConstraints:
+    """`constraints` over a leading ensemble axis, each instance with its own `p`: dense, or
+    `StreamedConstraints` where `use_stream` says so for the `P`-prefix (the training kernels'
+    rule: above `STREAM_THRESHOLD` scores, or candidates that exist only block by block);
+    `stream` forces either."""
+    P = int(P)
+    ps = jnp.asarray(ps, jnp.int32)
+    one = jax.tree.map(lambda x: x[0], tasks)
+    if use_stream(one.prefix(P) if P < one.p else one, stream):
+        return StreamedConstraints(tasks.prefix(P) if P < tasks.p else tasks, ps, int(block))
+    return _batch(tasks, ps, P)
 
 
 @eqx.filter_jit
 def _batch(tasks, ps, P):
     return jax.vmap(lambda t, p: constraints(t, p, P))(tasks, ps)
+
+
+class StreamedConstraints(eqx.Module):
+    """The constraints of the first `p` associations of a task padded to `P` rows, never formed:
+    every quantity the decision solver needs is one pass over `(row block, column block)` tiles
+    of scores, `O(P d)` memory plus one tile (`(R, block)` scores, and for the DP the generated
+    `(R, block, d)` candidates). For tasks whose `P x P` margins do not fit.
+
+    **Arguments:** `task`: one task with `P` rows; `p`: the real associations; `block`: the
+    columns of a tile (a multiple of 128 suits the accelerators' matrix units).
+    """
+
+    task: Task
+    p: Int[Array, ""]
+    block: int = eqx.field(static=True, default=256)
+
+    @property
+    def inputs(self):
+        return self.task.inputs
+
+    def _pass(self, Vs, fn, init, row_init, row_done):
+        """Fold `fn(carry, row_carry, r, rows, cols, valid, scores, C)` over every tile, with
+        `scores[k]` the `(R, B)` scores of `Vs[k]` and `C` the candidate tile; `row_init(R)` and
+        `row_done(carry, row_carry, r, rows)` bracket each row block."""
+        task = self.task
+        P = task.p
+        B = int(min(self.block, P))
+        R = int(task.row_block(B))
+        nr, nb = -(-P // R), -(-P // B)
+        Vs = [jnp.pad(V, ((0, nr * R - P), (0, 0))) for V in Vs]
+
+        def row_pass(carry, r):
+            rows = r * R + jnp.arange(R)
+            Vr = [lax.dynamic_slice_in_dim(V, r * R, R) for V in Vs]
+
+            def body(c, b):
+                carry, rc = c
+                cols = b * B + jnp.arange(B)
+                valid = (rows < self.p)[:, None] & (cols < self.p)[None, :] & (rows[:, None] != cols[None, :])
+                rr, cc = jnp.minimum(rows, P - 1), jnp.minimum(cols, P - 1)
+                out = [task.block_scores(V, rr, cc, HIGHEST) for V in Vr]
+                return fn(carry, rc, r, rows, cols, valid, [s for s, _ in out], out[0][1]), None
+
+            carry, rc = lax.scan(body, (carry, row_init(R)), jnp.arange(nb))[0]
+            return row_done(carry, rc, r, rows), None
+
+        return lax.scan(row_pass, init, jnp.arange(nr))[0]
+
+    def _project(self, W):
+        return jnp.matmul(self.task.inputs, W.T, precision=HIGHEST)
+
+    def _targets(self, V, rows):
+        """`s[mu, mu] = u_mu . v_mu` for the (padded) row block `rows`."""
+        P = self.task.p
+        Vp = jnp.pad(V, ((0, rows.shape[0]), (0, 0)))
+        U = jnp.pad(self.task.targets, ((0, rows.shape[0]), (0, 0)))
+        return jnp.sum(Vp[rows] * U[rows], axis=1) * (rows < P)
+
+    def hinge(self, W):
+        """One pass at `W`: the squared hinge's gradient `-2 adjoint((1 - M)_+)`, the residual
+        sum `sum_i (1 - M_i)_+` and the least margin `min_i M_i`."""
+        task = self.task
+        V = self._project(W)
+        d = W.shape[0]
+        dtype = W.dtype
+        Ep = jnp.pad(task.inputs, ((0, task.p), (0, 0)))
+        Up = jnp.pad(task.targets, ((0, task.p), (0, 0)))
+
+        def fn(carry, rc, r, rows, cols, valid, scores, C):
+            rsum, mmin = carry
+            acc, rs = rc
+            M = self._targets(V, rows)[:, None] - scores[0]
+            Res = jnp.where(valid, jnp.maximum(1.0 - M, 0.0), 0.0)
+            mmin = jnp.minimum(mmin, jnp.min(jnp.where(valid, M, jnp.inf)))
+            return (rsum + Res.sum(), mmin), (acc + task.block_sum(Res, C, HIGHEST), rs + Res.sum(axis=1))
+
+        def row_init(R):
+            return jnp.zeros((R, d), dtype), jnp.zeros((R,), dtype)
+
+        def row_done(carry, rc, r, rows):
+            (rsum, mmin), G = carry
+            acc, rs = rc
+            X = rs[:, None] * Up[rows] - acc
+            return (rsum, mmin), G + jnp.matmul(X.T, Ep[rows], precision=HIGHEST)
+
+        def fn2(carry, rc, r, rows, cols, valid, scores, C):
+            head, G = carry
+            head, rc = fn(head, rc, r, rows, cols, valid, scores, C)
+            return (head, G), rc
+
+        init = ((jnp.zeros((), dtype), jnp.asarray(jnp.inf, dtype)), jnp.zeros((d, d), dtype))
+        (rsum, mmin), G = self._pass([V], fn2, init, row_init, row_done)
+        return -2.0 * G, rsum, mmin
+
+    def line_slopes(self, W, D, ts):
+        """One pass: `phi'(t)` and `phi''(t)` of `phi(t) = sum_i (1 - M_i(W) - t M_i(D))_+^2` at
+        each of the steps `ts`."""
+        VW, VD = self._project(W), self._project(D)
+        dtype = W.dtype
+
+        def fn(carry, rc, r, rows, cols, valid, scores, C):
+            M = self._targets(VW, rows)[:, None] - scores[0]
+            dM = self._targets(VD, rows)[:, None] - scores[1]
+
+            def at(t):
+                res = jnp.where(valid, jnp.maximum(1.0 - M - t * dM, 0.0), 0.0)
+                return -2.0 * jnp.sum(dM * res), 2.0 * jnp.sum(jnp.where(res > 0, dM * dM, 0.0))
+
+            g, h = lax.map(at, ts)
+            return (carry[0] + g, carry[1] + h), rc
+
+        init = (jnp.zeros(ts.shape, dtype), jnp.zeros(ts.shape, dtype))
+        return self._pass([VW, VD], fn, init, lambda R: (), lambda carry, rc, r, rows: carry)
+
+    def rms_norm(self):
+        """`a`: the root-mean-square `|A_{mu rho}|_F` over the real constraints (one pass)."""
+        task = self.task
+        U = task.targets
+        e2 = jnp.pad(jnp.sum(task.inputs**2, axis=1), (0, task.p))
+        u2 = jnp.pad(jnp.sum(U**2, axis=1), (0, task.p))
+
+        def fn(carry, rc, r, rows, cols, valid, scores, C):
+            c2 = jnp.sum(C**2, axis=-1)
+            c2 = c2[None, :] if c2.ndim == 1 else c2
+            diff2 = u2[rows][:, None] + c2 - 2 * scores[0]
+            return carry + jnp.sum(jnp.where(valid, diff2 * e2[rows][:, None], 0.0)), rc
+
+        total = self._pass([U], fn, jnp.zeros((), U.dtype), lambda R: (), lambda carry, rc, r, rows: carry)
+        return jnp.sqrt(total / (self.p * (self.p - 1)))

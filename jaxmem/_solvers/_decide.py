@@ -37,7 +37,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from .._tasks import Task
 from .._validate import check_int, check_real, InvalidArgument
-from ._constraints import batch_constraints, Constraints
+from ._constraints import batch_constraints, Constraints, StreamedConstraints
 from ._runner import AbstractEnsembleSolver, run_ensemble
 
 
@@ -58,6 +58,8 @@ class DecideConfig(eqx.Module):
     - `chunk`: iterations per jitted chunk between compactions of the ensemble.
     - `rank_rounds`: alternations of `Q` and `R` for rank-constrained memories, which share one
       budget of `max_iter` iterations after the full-rank phase.
+    - `stream`, `block`: the margins are never formed (`StreamedConstraints`, full rank only)
+      where `use_stream` says so (`None`) or `stream` forces it; `block` columns per tile.
     """
 
     tol: float = 1e-5
@@ -65,6 +67,8 @@ class DecideConfig(eqx.Module):
     memory: int = 50
     chunk: int = 50
     rank_rounds: int = 20
+    stream: bool | None = None
+    block: int = 256
 
     def __check_init__(self):
         check_real("tol", self.tol, low=0.0, low_open=True, high=1.0)
@@ -72,6 +76,9 @@ class DecideConfig(eqx.Module):
         check_int("memory", self.memory, 1)
         check_int("chunk", self.chunk, 1)
         check_int("rank_rounds", self.rank_rounds, 1)
+        check_int("block", self.block, 1)
+        if self.stream not in (None, True, False):
+            raise InvalidArgument(f"stream must be None, True or False, got {self.stream!r}")
 
 
 class Decision(eqx.Module):
@@ -120,8 +127,10 @@ class _Linear(eqx.Module):
 
 class _LBFGS(eqx.Module):
     X: Array
-    M: Array  # margins of X
+    M: Array  # margins of X (a placeholder scalar when streamed: never formed)
     g: Array  # gradient of the squared hinge at X
+    rsum: Array  # sum of the residuals (1 - M)_+ at X
+    mmin: Array  # least margin at X
     S: Array
     Y: Array
     rho: Array
@@ -132,11 +141,24 @@ def _residual(M, mask):
     return jnp.where(mask, jnp.maximum(1.0 - M, 0.0), 0.0)
 
 
+def _summary(M, mask):
+    return jnp.sum(_residual(M, mask)), jnp.min(jnp.where(mask, M, jnp.inf))
+
+
 def _lbfgs_init(op: _Linear, X, mask, memory: int) -> _LBFGS:
     M = op.apply(X)
     g = -2.0 * op.adjoint(_residual(M, mask))
+    return _fresh(X, M, g, *_summary(M, mask), memory)
+
+
+def _fresh(X, M, g, rsum, mmin, memory: int) -> _LBFGS:
     z = jnp.zeros((memory,) + X.shape, X.dtype)
-    return _LBFGS(X, M, g, z, z, jnp.zeros((memory,), X.dtype), jnp.array(0, jnp.int32))
+    return _LBFGS(X, M, g, rsum, mmin, z, z, jnp.zeros((memory,), X.dtype), jnp.array(0, jnp.int32))
+
+
+def _streamed_init(cons: StreamedConstraints, X, memory: int) -> _LBFGS:
+    g, rsum, mmin = cons.hinge(X)
+    return _fresh(X, jnp.zeros((), X.dtype), g, rsum, mmin, memory)
 
 
 def _direction(st: _LBFGS):
@@ -199,6 +221,39 @@ def _line_search(M, dM, mask, iters: int = 6):
     return t
 
 
+def _line_search_streamed(cons: StreamedConstraints, X, D, newton: int = 2):
+    """`_line_search` without the margins: one pass for `phi'` and `phi''` at the steps
+    `4^-8 .. 4^8` (bracketing the root of the non-decreasing `phi'`), then `newton` safeguarded
+    Newton passes inside the bracket."""
+    ts = 4.0 ** jnp.arange(-8, 9).astype(X.dtype)
+    g, h = cons.line_slopes(X, D, ts)
+    pos = g >= 0
+    k = jnp.argmax(pos)
+    none = ~jnp.any(pos)
+    lo = jnp.where(k > 0, ts[jnp.maximum(k - 1, 0)], 0.0)
+    hi = jnp.where(none, ts[-1], ts[k])
+    tiny = jnp.finfo(X.dtype).tiny
+
+    def step(lo, hi, t, g, h):
+        tn = t - g / jnp.maximum(h, tiny)
+        return jnp.where((tn > lo) & (tn < hi), tn, 0.5 * (lo + hi))
+
+    t = step(lo, hi, hi, g[k], h[k])
+    for _ in range(newton):
+        g1, h1 = cons.line_slopes(X, D, t[None])
+        lo, hi = jnp.where(g1[0] < 0, t, lo), jnp.where(g1[0] >= 0, t, hi)
+        t = step(lo, hi, t, g1[0], h1[0])
+    return jnp.where(none, ts[-1], t)
+
+
+def _lbfgs_step_streamed(cons: StreamedConstraints, st: _LBFGS) -> _LBFGS:
+    D = _direction(st)
+    t = _line_search_streamed(cons, st.X, D)
+    X = st.X + t * D
+    g, rsum, mmin = cons.hinge(X)
+    return _lbfgs_update(st, X, st.M, g, rsum, mmin, t)
+
+
 def _lbfgs_step(op: _Linear, st: _LBFGS, mask) -> _LBFGS:
     D = _direction(st)
     dM = op.apply(D)
@@ -206,20 +261,25 @@ def _lbfgs_step(op: _Linear, st: _LBFGS, mask) -> _LBFGS:
     X = st.X + t * D
     M = st.M + t * dM
     g = -2.0 * op.adjoint(_residual(M, mask))
+    return _lbfgs_update(st, X, M, g, *_summary(M, mask), t)
+
+
+def _lbfgs_update(st: _LBFGS, X, M, g, rsum, mmin, t) -> _LBFGS:
     s, y = X - st.X, g - st.g
     sy = jnp.vdot(s, y)
     ok = sy > 1e-12 * jnp.sqrt(jnp.vdot(s, s) * jnp.vdot(y, y))
     j = st.k % st.rho.shape[0]
     upd = lambda A, v: jnp.where(ok, A.at[j].set(v), A)
     k = jnp.where(ok, st.k + 1, jnp.where(t > 0, st.k, 0))  # no progress: restart the memory
-    return _LBFGS(X, M, g, upd(st.S, s), upd(st.Y, y), upd(st.rho, 1.0 / jnp.where(ok, sy, 1.0)), k)
+    return _LBFGS(
+        X, M, g, rsum, mmin, upd(st.S, s), upd(st.Y, y), upd(st.rho, 1.0 / jnp.where(ok, sy, 1.0)), k
+    )
 
 
-def _certificates(M, g, W, mask, a):
+def _certificates(mmin, rsum, g, W, a):
     """Normalised min margin of `W` and the multiplier bound `|grad L| / (2 a sum r)`."""
     wn = jnp.sqrt(jnp.vdot(W, W))
-    margin = jnp.min(jnp.where(mask, M, jnp.inf)) / (jnp.maximum(wn, jnp.finfo(W.dtype).tiny) * a)
-    rsum = jnp.sum(_residual(M, mask))
+    margin = mmin / (jnp.maximum(wn, jnp.finfo(W.dtype).tiny) * a)
     bound = jnp.where(rsum > 0, jnp.sqrt(jnp.vdot(g, g)) / (2 * a * jnp.where(rsum > 0, rsum, 1.0)), jnp.inf)
     return margin, bound
 
@@ -270,7 +330,10 @@ class Decider(AbstractEnsembleSolver):
 
     def init(self, inst: _Instance) -> _State:
         cons = inst.cons
-        opt = _lbfgs_init(_full_op(cons), inst.W0, cons.mask, self.config.memory)
+        if isinstance(cons, StreamedConstraints):
+            opt = _streamed_init(cons, inst.W0, self.config.memory)
+        else:
+            opt = _lbfgs_init(_full_op(cons), inst.W0, cons.mask, self.config.memory)
         d = inst.W0.shape[0]
         z = jnp.zeros((d, d), inst.W0.dtype)
         zero = jnp.array(0, jnp.int32)
@@ -279,9 +342,8 @@ class Decider(AbstractEnsembleSolver):
 
     def _judge(self, inst: _Instance, st: _State) -> _State:
         cfg = self.config
-        cons = inst.cons
         W = st.opt.X if not self.factored else jnp.where(st.phase == 0, st.opt.X, self._weight(st))
-        margin, bound = _certificates(st.opt.M, st.opt.g, W, cons.mask, st.a)
+        margin, bound = _certificates(st.opt.mmin, st.opt.rsum, st.opt.g, W, st.a)
         # a candidate: the float64 recheck of `decide_constraints` is the certificate
         found = margin > 0
         full_unstorable = (st.phase == 0) & (bound < cfg.tol / 2)
@@ -347,6 +409,8 @@ class Decider(AbstractEnsembleSolver):
                     lambda: _lbfgs_step(_r_op(cons, st.Q), st.opt, cons.mask),
                 ],
             )
+        elif isinstance(cons, StreamedConstraints):
+            opt = _lbfgs_step_streamed(cons, st.opt)
         else:
             opt = _lbfgs_step(_full_op(cons), st.opt, cons.mask)
         st = eqx.tree_at(lambda s: (s.opt, s.it, s.total), st, (opt, st.it + 1, st.total + 1))
@@ -367,10 +431,14 @@ def _to64(x):
 
 
 @jax.jit
-def _verify64(cons: Constraints, W):
-    M = cons.margins(W)
-    g = -2.0 * cons.adjoint(_residual(M, cons.mask))
-    return _certificates(M, g, W, cons.mask, cons.rms_norm())
+def _verify64(cons: Constraints | StreamedConstraints, W):
+    if isinstance(cons, StreamedConstraints):
+        g, rsum, mmin = cons.hinge(W)
+    else:
+        M = cons.margins(W)
+        g = -2.0 * cons.adjoint(_residual(M, cons.mask))
+        rsum, mmin = _summary(M, cons.mask)
+    return _certificates(mmin, rsum, g, W, cons.rms_norm())
 
 
 def verify(cons: Constraints, W, tol: float):
@@ -395,6 +463,11 @@ def decide_constraints(
     dtype = cons.inputs.dtype
     W0 = jnp.zeros((n, d, d), dtype) if W0 is None else jnp.asarray(W0, dtype)
     factored = rank is not None
+    if factored and isinstance(cons, StreamedConstraints):
+        raise InvalidArgument(
+            "a factored memory is decided on dense constraints only; these need streaming "
+            "(p too large, or DP candidates generated block by block)"
+        )
     ranks = jnp.broadcast_to(jnp.asarray(d if rank is None else rank, jnp.int32), (n,))
     solver = Decider(config, factored)
     st, _ = run_ensemble(solver, _Instance(cons, W0, ranks), chunk=config.chunk, progress=progress)
@@ -479,7 +552,7 @@ def decide(
     if not (np.issubdtype(ps.dtype, np.integer) and np.all((ps >= 2) & (ps <= P))):
         raise InvalidArgument(f"p must be integers in [2, {P}], got {ps.tolist()}")
     Pb = int(ps.max())
-    cons = batch_constraints(tasks, ps, Pb)
+    cons = batch_constraints(tasks, ps, Pb, stream=config.stream, block=config.block)
     m, _ = resolve_kappa(model, d, kappa)
     rank = m if model == "factored" else None
     return decide_constraints(cons, rank=rank, W0=W0, config=config)

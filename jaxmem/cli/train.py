@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from .._precision import PRECISIONS
 from .._tasks import EMBEDDINGS
 from ._common import ArgumentError, integer, print_json, real, table
 
@@ -15,6 +16,12 @@ def add_train_knobs(sp, *, seeds: int = 8) -> None:
     sp.add_argument("--lr", type=real(0.0, low_open=True), default=None)
     sp.add_argument("--init-scale", type=real(0.0, low_open=True), default=None)
     sp.add_argument("--embedding", default="gaussian", choices=list(EMBEDDINGS))
+    sp.add_argument(
+        "--precision",
+        default="highest",
+        choices=list(PRECISIONS),
+        help="of the optimisation's matmuls (decisions are made at highest)",
+    )
 
 
 def train_knobs(a) -> dict:
@@ -25,6 +32,7 @@ def train_knobs(a) -> dict:
         steps=DEFAULT_STEPS if a.steps is None else a.steps,
         lr=DEFAULT_LR if a.lr is None else a.lr,
         init_scale=DEFAULT_INIT_SCALE if a.init_scale is None else a.init_scale,
+        precision=a.precision,
     )
 
 
