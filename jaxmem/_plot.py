@@ -332,18 +332,19 @@ def fig_kappa(data: ReportData, out):
     return _save(fig, out, "fig5_kappa"), []
 
 
-def fig_saddle(data: ReportData, out, *, samples: int = 256):
-    """(vi) the RS overlap q*(alpha) at p, with alpha_c(p) marked: the order-statistics value and
-    the value on the saddle point's own frozen samples (where q* must reach 1)."""
+def fig_saddle(data: ReportData, out):
+    """(vi) the RS overlap q*(alpha) at p with its Monte Carlo error bars, and alpha_c(p): the
+    order-statistics value, and the capacity of the saddle point's own samples (where q* -> 1)."""
     key, p = data.key, data.p_saddle
     a_c = float(th.alpha_c(float(p)))
-    a_same = float(th.sample_capacity(int(p), key=key, samples=samples))
-    alphas = np.linspace(0.05, 0.995, 24) * a_same
-    path = th.saddle_path(alphas, int(p), key=key, samples=samples)
-    ok = np.asarray(path.status) == 0
+    alphas = np.linspace(0.05, 0.99, 24) * a_c
+    path = th.saddle_path(alphas, float(p), key=key)
+    ok = np.asarray(path.status._value) == 0
     fig, ax = plt.subplots(figsize=(6, 4.2))
-    ax.plot(alphas[ok], np.asarray(path.q)[ok], "o-", label=f"$q^*$, p={p}, {samples} samples")
-    ax.axvline(a_same, color="C1", ls=":", label=r"$\ln p / \overline{\mathrm{dist}^2}$ on the same samples")
+    q, q_se = np.asarray(path.q), np.asarray(path.q_se)
+    ax.errorbar(alphas[ok], q[ok], yerr=2 * q_se[ok], fmt="o-", ms=3, label=f"$q^*$ at p={p} (bars: 2 se)")
+    a_same = float(np.nanmax(np.asarray(path.alpha_samples)))
+    ax.axvline(a_same, color="C1", ls=":", label=r"$\ln p / \overline{\mathrm{dist}^2}$ on its samples")
     ax.axvline(a_c, color="k", ls="--", label=r"$\alpha_c(p)$ (order statistics, se 0.0015)")
     ax.set_xlabel(r"load $\alpha = p \ln p/d^2$")
     ax.set_ylabel(r"overlap $q^*$")

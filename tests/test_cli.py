@@ -104,8 +104,8 @@ def test_console_script_exit_code():
         ),
         (["theory", "capacity", "--p", "inf", "--kappa", "0.5"], ["alpha_c"]),
         (
-            ["theory", "saddle", "--alpha", "0.3", "--p", "100", "--samples", "64"],
-            ["alpha", "p", "q", "free_entropy", "residual", "status", "steps"],
+            ["theory", "saddle", "--alpha", "0.3", "--p", "100"],
+            ["alpha", "p", "q", "q_se", "free_entropy", "free_entropy_se", "status", "steps", "samples"],
         ),
         (["theory", "hebbian", "--d", "32", "--p", "72", "--problem", "dp"], ["accuracy", "p_all_stored"]),
         (["theory", "listwise", "--r", "0.1"], ["alpha_G_c"]),
@@ -117,3 +117,13 @@ def test_theory_json(args, keys, capsys):
     obj = json.loads(out)
     for k in keys:
         assert k in obj
+
+
+@pytest.mark.parametrize("p", ["1e12", "1e6"])
+def test_theory_saddle_at_huge_p(p, capsys):
+    """`jaxmem theory saddle --alpha 0.5 --p 1e12 --json`: success, q in (0, 1) with its error
+    (the cost does not grow with p; timings in benchmarks/README.md)."""
+    rc, out, _ = _run(["theory", "saddle", "--alpha", "0.5", "--p", p, "--json"], capsys)
+    obj = json.loads(out)
+    assert rc == 0 and obj["status"] == "success"
+    assert 0 < obj["q"] < 1 and 0 < obj["q_se"] <= 0.003

@@ -15,7 +15,8 @@ import jaxmem.theory as th
 
 h = 1e-4
 fd = lambda f, x, h=h: (float(f(x + h)) - float(f(x - h))) / (2 * h)
-sad = lambda a: th.saddle(a, 300, samples=64).q
+fixed = th.SaddleConfig(min_samples=64, max_samples=64)
+sad = lambda a: th.saddle(a, 300.0, config=fixed).q
 cap_k = lambda k: th.alpha_c(1e4, kappa=k)
 cap_p = lambda p: th.alpha_c(p)
 out = dict(

@@ -45,19 +45,24 @@ def _capacity(a):
 
 
 def _saddle(a):
-    from ..theory import saddle, STATUS
+    from ..theory import saddle, SaddleConfig, status_name
 
-    s = saddle(a.alpha, a.p, a.margin, samples=a.samples)
+    config = SaddleConfig(se_target=a.se_target, max_samples=a.max_samples)
+    s = saddle(a.alpha, a.p, a.margin, config=config)
     out = dict(
         alpha=a.alpha,
         p=a.p,
         margin=a.margin,
-        alpha_G=float(s.alpha_G),
+        alpha_G=_num(s.alpha_G),
         q=_num(s.q),
+        q_se=_num(s.q_se),
         free_entropy=_num(s.free_entropy),
+        free_entropy_se=_num(s.free_entropy_se),
         residual=_num(s.residual),
-        status=STATUS[int(s.status)],
+        status=status_name(s.status),
         steps=int(s.steps),
+        samples=int(s.samples),
+        alpha_samples=_num(s.alpha_samples),
     )
     _emit(a, out, "  ".join(f"{k}={v}" for k, v in out.items()))
 
@@ -100,9 +105,12 @@ def add_commands(sub) -> None:
     c.set_defaults(func=_capacity)
     s = ts.add_parser("saddle", help="RS saddle point q*(alpha) at load alpha = p ln p / d^2")
     s.add_argument("--alpha", type=real(0.0, low_open=True), required=True)
-    s.add_argument("--p", type=integer(2), required=True)
+    s.add_argument("--p", type=real(2.0), required=True, help="associations (real, up to 1e12 and beyond)")
     s.add_argument("--margin", type=real(0.0), default=0.0)
-    s.add_argument("--samples", type=integer(1), default=256)
+    s.add_argument(
+        "--se-target", type=real(0.0, low_open=True), default=0.003, help="standard error of q* to reach"
+    )
+    s.add_argument("--max-samples", type=integer(64, 2**22), default=32768, help="cap on the samples")
     s.set_defaults(func=_saddle)
     h = ts.add_parser("hebbian", help="finite-size Hebbian accuracy and P(all stored)")
     h.add_argument("--d", type=integer(2), required=True)

@@ -19,7 +19,19 @@ from ._capacity import (
 )
 from ._hebbian import ALPHA_ALL_STORED, Hebbian, hebbian, hebbian_asymptotic
 from ._listwise import kappa_r, listwise_alpha_c
-from ._replica import free_entropy, log_zout, Saddle, saddle, saddle_path, sample_capacity, STATUS
+from ._replica import (
+    free_entropy,
+    log_zout,
+    Saddle,
+    saddle,
+    saddle_fields,
+    saddle_path,
+    SaddleConfig,
+    SaddleStatus,
+    sample_capacity,
+    STATUS,
+    status_name,
+)
 from ._scores import hebbian_scores, optimal_scores, ScoreLaw
 from ._spectra import (
     F,
