@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import theory as th  # noqa: E402
+from ._tasks import alpha_of, p_from_alpha  # noqa: E402
 from ._validate import rank_of  # noqa: E402
 
 
@@ -89,13 +90,21 @@ def fig_transition(data: ReportData, out):
         th_rows = [r for r in rows if r["d"] == d and r["model"] == "full" and r.get("theory_alpha_c")]
         if th_rows:
             ax[0].axvline(th_rows[0]["theory_alpha_c"], color=f"C{i}", lw=0.8, ls=":")
+        alphas = [g[0]["alpha"] for g in full if g[0]["config"]["d"] == d]
+        if alphas:
+            # the kinematic prediction (2.8): its curve, and the band between P = 0.75 and 0.25
+            ps = np.linspace(p_from_alpha(d, min(alphas)), p_from_alpha(d, max(alphas)), 25)
+            pr = [float(th.transition(d, float(p)).probability) for p in ps]
+            ax[0].plot(alpha_of(d, ps), pr, color=f"C{i}", lw=2.5, alpha=0.35)
+            band = th.transition_loads(d)
+            ax[0].axvspan(float(band.alpha_p75), float(band.alpha_p25), color=f"C{i}", alpha=0.12)
     ax[0].axvline(0.5, color="k", lw=1, ls="-.", label="asymptote 1/2")
     ax[0].set_ylabel("P(all p stored)")
     ax[1].set_ylabel("mean retrieval accuracy")
     for a_ in ax:
         a_.set_xlabel(r"load $\alpha = p\ln p/d^2$")
         a_.legend(fontsize=7)
-    ax[0].set_title(r"All stored (dotted: theory $\alpha_c(p)$ at each d)")
+    ax[0].set_title(r"All stored (thick: kinematic theory, shaded P 0.75..0.25; dotted: $\alpha_c(p)$)")
     ax[1].set_title("Accuracy")
     return _save(fig, out, "fig1_transition"), []
 

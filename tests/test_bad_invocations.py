@@ -58,6 +58,8 @@ BAD = [
     ("--max-samples", "theory saddle --alpha 0.3 --p 100 --max-samples -1"),
     ("--se-target", "theory saddle --alpha 0.3 --p 100 --se-target 0"),
     ("--alpha", "theory saddle --alpha 0 --p 100"),
+    ("--d", "theory transition --d 1"),
+    ("--kappa", "theory transition --d 16 --kappa 0"),
     ("--se-target", "theory capacity --p 100 --se-target -1"),
     ("--se-target", "theory capacity --p 100 --se-target 0"),
     ("--se-target", "theory capacity --p 100 --se-target nan"),

@@ -108,6 +108,20 @@ def test_console_script_exit_code():
             ["alpha", "p", "q", "q_se", "free_entropy", "free_entropy_se", "status", "steps", "samples"],
         ),
         (["theory", "hebbian", "--d", "32", "--p", "72", "--problem", "dp"], ["accuracy", "p_all_stored"]),
+        (
+            ["theory", "transition", "--d", "64"],
+            [
+                "d",
+                "kappa",
+                "p_50",
+                "p_50_se",
+                "alpha_50",
+                "alpha_50_se",
+                "alpha_p75",
+                "alpha_p25",
+                "alpha_p75_se",
+            ],
+        ),
         (["theory", "listwise", "--r", "0.1"], ["alpha_G_c"]),
     ],
 )

@@ -315,3 +315,30 @@ def test_listwise_keeps_precision_at_tiny_r():
         want = math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) / r
         assert float(th.kappa_r(r)) == pytest.approx(want, rel=1e-10)
     assert 0.0 < float(th.listwise_alpha_c(1e-17)) < 0.05
+
+
+# ---------------------------------------------------------------- the transition curve (2.8)
+
+
+def test_transition_curve_and_its_loads(x64):
+    """The kinematic prediction: P = 1/2 at p_50, decreasing in p, the three loads ordered, the
+    centre on Gardner's alpha_c(p_50) within errors, the band narrowing relative to its centre
+    as d grows, a smaller rank moving it down, and d P / d p against float64 differences."""
+    widths = []
+    for d in (16, 48):
+        L = th.transition_loads(d)
+        p50 = float(L.p_50)
+        assert float(th.transition(d, p50).probability) == pytest.approx(0.5, abs=1e-6)
+        ps = p50 * np.array([0.9, 1.0, 1.1])
+        P = [float(th.transition(d, p).probability) for p in ps]
+        assert P[0] > 0.5 > P[2]
+        assert float(L.alpha_p75) < float(L.alpha_50) < float(L.alpha_p25)
+        se = math.hypot(float(L.alpha_50_se), 0.0015 * 2)
+        assert abs(float(L.alpha_50) - float(th.alpha_c(p50))) < 3 * se
+        widths.append((float(L.alpha_p25) - float(L.alpha_p75)) / float(L.alpha_50))
+    assert widths[1] < widths[0]
+    assert float(th.transition_loads(16, 0.5).alpha_50) < float(th.transition_loads(16).alpha_50)
+    f = lambda p: th.transition(32, p).probability
+    g = float(jax.grad(f)(180.0))
+    fd = (float(f(180.0 + 0.01)) - float(f(180.0 - 0.01))) / 0.02
+    assert g == pytest.approx(fd, rel=1e-4) and g < 0

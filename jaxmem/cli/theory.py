@@ -67,6 +67,21 @@ def _saddle(a):
     _emit(a, out, "  ".join(f"{k}={v}" for k, v in out.items()))
 
 
+def _transition(a):
+    from ..theory import transition_loads
+
+    t = transition_loads(a.d, a.kappa)
+    out = dict(d=a.d, kappa=a.kappa)
+    for k in t.__dataclass_fields__:
+        out[k] = _num(getattr(t, k))
+    text = (
+        f"d={a.d} kappa={a.kappa}: p_50 = {out['p_50']:.1f} +- {out['p_50_se']:.1f}, "
+        f"alpha at P(all stored) = 0.75 / 0.5 / 0.25: {out['alpha_p75']:.4f} / {out['alpha_50']:.4f} / "
+        f"{out['alpha_p25']:.4f} (se {out['alpha_50_se']:.4f})"
+    )
+    _emit(a, out, text)
+
+
 def _hebbian(a):
     from .._tasks import alpha_of
     from ..theory import hebbian, hebbian_asymptotic
@@ -112,6 +127,10 @@ def add_commands(sub) -> None:
     )
     s.add_argument("--max-samples", type=integer(64, 2**22), default=32768, help="cap on the samples")
     s.set_defaults(func=_saddle)
+    tr = ts.add_parser("transition", help="predicted P(all stored) transition at dimension d (2.8)")
+    tr.add_argument("--d", type=integer(2, 10**6), required=True)
+    tr.add_argument("--kappa", type=real(0.0, 1.0, low_open=True), default=1.0)
+    tr.set_defaults(func=_transition)
     h = ts.add_parser("hebbian", help="finite-size Hebbian accuracy and P(all stored)")
     h.add_argument("--d", type=integer(2), required=True)
     h.add_argument("--p", type=integer(2), required=True)
@@ -120,5 +139,5 @@ def add_commands(sub) -> None:
     lw = ts.add_parser("listwise", help="tail-average-margin capacity alpha_G,c(r)")
     lw.add_argument("--r", type=real(0.0, 1.0, low_open=True), required=True)
     lw.set_defaults(func=_listwise)
-    for sp in (c, s, h, lw):
+    for sp in (c, s, tr, h, lw):
         sp.add_argument("--json", action="store_true")

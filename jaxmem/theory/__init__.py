@@ -43,3 +43,4 @@ from ._spectra import (
     s_kappa,
     truncated_density,
 )
+from ._transition import Transition, transition, transition_loads, TransitionLoads
