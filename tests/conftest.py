@@ -15,3 +15,10 @@ import pytest  # noqa: E402
 def x64():
     with jax.enable_x64(True):
         yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled():
+    """Free each module's compiled programs once it is done (the suite compiles hundreds)."""
+    yield
+    jax.clear_caches()

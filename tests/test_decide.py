@@ -174,8 +174,8 @@ def test_padded_training_follows_unpadded(problem, stream):
     through `run_ensemble`) follows the unpadded run step for step."""
     from jaxmem import AdamProtocol, TrainConfig, TrainInstance
 
-    d, p, n = 12, 40, 4
-    cfg = TrainConfig(steps=600, stream=stream, block=16)
+    d, p, n = 12, 40, 3
+    cfg = TrainConfig(steps=300, stream=stream, block=16)
     tasks = jm.make_tasks(jax.random.key(5), n=n, d=d, p=p, problem=problem)
     run = jm.train(jm.FullRank, tasks, cfg)
     for P in (p, p + 9):
@@ -265,8 +265,8 @@ def test_streamed_decisions_match_dense_and_verify(problem):
     """The streamed decider (margins never formed; DP candidates generated tile by tile) decides
     as the dense one, and its certificates hold in independent float64 numpy."""
     d, P = 12, 44
-    tasks = jm.make_tasks(jax.random.key(1), n=6, d=d, p=P, problem=problem)
-    ps = np.linspace(0.6 * P, P, 6).astype(int)
+    tasks = jm.make_tasks(jax.random.key(1), n=4, d=d, p=P, problem=problem)
+    ps = np.linspace(0.6 * P, P, 4).astype(int)
     dense = decide(tasks, p=ps, config=DecideConfig(stream=False))
     streamed = decide(tasks, p=ps, config=DecideConfig(stream=True, block=16))
     np.testing.assert_array_equal(streamed.status, dense.status)

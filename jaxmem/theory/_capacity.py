@@ -259,8 +259,12 @@ def capacity(
 def _capacity(key, p, kappa, margin, se_target, top, max_blocks):
     scale = jnp.log(p) * F(kappa)
     mean, se, inc = _e_dist2(key, p, margin, scale, se_target, top, 1, max_blocks)
-    a = scale / mean
-    return Capacity(a, a * se / mean, mean, se, inc)
+    # the top order statistics must hold the pooled competitors (a traced p beyond ~1e12 gets
+    # only DEFAULT_TOP): otherwise NaN, never a number that looks right
+    p_max = max(1e12, math.exp(top / 4.5))  # what `top` order statistics cover (see `_top`)
+    ok = (inc < 1e-12) & jnp.isfinite(mean) & (mean > 0) & (p <= p_max)
+    a = jnp.where(ok, scale / mean, jnp.nan)
+    return Capacity(a, jnp.where(ok, a * se / mean, jnp.nan), mean, se, inc)
 
 
 def alpha_c(p, kappa=1.0, margin=0.0, **kwargs):

@@ -20,18 +20,20 @@ def _mass_above(phi):
 
 
 def _phi(kappa):
-    """`phi` in [0, pi/2] with mass `kappa` above `2 cos(phi)`; bisection, implicit gradient."""
+    """`phi` in [0, pi/2] with mass `kappa` above `2 cos(phi)`; bisection, implicit gradient.
+    NaN for a (traced) `kappa` outside `[0, 1]`: never a plausible number."""
     fn = lambda phi, k: _mass_above(phi) - k
+    valid = (kappa > 0) & (kappa <= 1)
     sol = optx.root_find(
         fn,
         optx.Bisection(rtol=1e-15, atol=1e-15),
         jnp.pi / 4 * jnp.ones_like(kappa),
-        kappa,
+        jnp.where(valid, kappa, 0.5),
         options=dict(lower=0.0, upper=jnp.pi / 2),
         max_steps=200,
         throw=False,
     )
-    return sol.value
+    return jnp.where(valid, sol.value, jnp.where(kappa == 0, 0.0, jnp.nan))
 
 
 @float64
