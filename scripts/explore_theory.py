@@ -34,25 +34,24 @@ def main():
     a = ap.parse_args()
     key = jax.random.key(0)  # common random numbers: f is smooth in its argument
 
-    t = time.perf_counter()
-    f = lambda k: th.alpha_c(a.p, kappa=k, key=key) - a.target
-    k, steps, res = newton(f, 0.5, 0.0, 1.0)
-    t1 = time.perf_counter() - t
-    print(
-        f"1. rank for alpha_c(p={a.p:g}) = {a.target}: kappa = {k:.4f} "
-        f"(alpha_c there {float(th.alpha_c(a.p, kappa=k, key=key)):.4f}; full rank "
-        f"{float(th.alpha_c(a.p, key=key)):.4f}); {steps} Newton steps, |residual| {res:.1e}, {t1:.1f} s"
-    )
-
-    t = time.perf_counter()
     full = float(th.alpha_c(a.p, key=key))
-    g = lambda m: th.alpha_c(a.p, margin=m, key=key) - full / 2
-    m, steps, res = newton(g, 0.5, 0.0, 10.0)
-    t2 = time.perf_counter() - t
+
+    def solve(f, x0, lo, hi):
+        t = time.perf_counter()
+        x, steps, res = newton(f, x0, lo, hi)
+        return x, f"{steps} Newton steps, |residual| {res:.1e}, {time.perf_counter() - t:.1f} s"
+
+    k, how = solve(lambda k: th.alpha_c(a.p, kappa=k, key=key) - a.target, 0.5, 0.0, 1.0)
+    at_k = float(th.alpha_c(a.p, kappa=k, key=key))
+    print(
+        f"1. rank for alpha_c(p={a.p:g}) = {a.target}: kappa = {k:.4f} (alpha_c there {at_k:.4f}; "
+        f"full rank {full:.4f}); {how}"
+    )
+    m, how = solve(lambda m: th.alpha_c(a.p, margin=m, key=key) - full / 2, 0.5, 0.0, 10.0)
+    at_m = float(th.alpha_c(a.p, margin=m, key=key))
     print(
         f"2. margin halving the DP capacity at p={a.p:g}: m = {m:.4f} "
-        f"(alpha_c {full:.4f} -> {float(th.alpha_c(a.p, margin=m, key=key)):.4f}); "
-        f"{steps} Newton steps, |residual| {res:.1e}, {t2:.1f} s"
+        f"(alpha_c {full:.4f} -> {at_m:.4f}); {how}"
     )
 
 

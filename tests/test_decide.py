@@ -62,7 +62,9 @@ def _numpy_certificates(E, C, W):
 
 
 @pytest.mark.parametrize("problem", ["op", "dp"])
-@pytest.mark.parametrize("d,ps", [(8, range(14, 31, 2)), (12, range(34, 59, 4))])
+@pytest.mark.parametrize(
+    "d,ps", [(8, range(14, 31, 2)), pytest.param(12, range(34, 59, 4), marks=pytest.mark.slow)]
+)
 def test_decisions_match_exact_lp(problem, d, ps):
     seeds = 4
     tasks = jm.make_tasks(jax.random.key(7), n=seeds, d=d, p=max(ps), problem=problem)
@@ -110,7 +112,7 @@ def test_nesting_holds_whatever_the_threefry_flag():
     np.testing.assert_array_equal(a.inputs, c.inputs)
 
 
-@pytest.mark.parametrize("problem", ["op", "dp"])
+@pytest.mark.parametrize("problem", ["op", pytest.param("dp", marks=pytest.mark.slow)])
 def test_thresholds_are_monotone_and_found_by_the_search(problem):
     d, seeds = 10, 4
     plan = SearchPlan(p0=26, p_max=48)
@@ -168,7 +170,7 @@ def test_median_ci_covers_at_the_stated_rate(n, level):
         assert rate >= level - 3 * math.sqrt(level * (1 - level) / reps), rate
 
 
-@pytest.mark.parametrize("problem, stream", [("op", False), ("dp", True)])
+@pytest.mark.parametrize("problem, stream", [pytest.param("op", False, marks=pytest.mark.slow), ("dp", True)])
 def test_padded_training_follows_unpadded(problem, stream):
     """Training on the first p of a task padded to P (masked rows and columns, per-instance p
     through `run_ensemble`) follows the unpadded run step for step."""
@@ -209,6 +211,7 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "jaxmem.cli", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_capacity_cli_measures_resumes_and_rereads(tmp_path, capsys):
     from jaxmem.cli import main
 
@@ -260,7 +263,7 @@ def test_capacity_cli_measures_resumes_and_rereads(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["rows"] == rows
 
 
-@pytest.mark.parametrize("problem", ["op", "dp"])
+@pytest.mark.parametrize("problem", [pytest.param("op", marks=pytest.mark.slow), "dp"])
 def test_streamed_decisions_match_dense_and_verify(problem):
     """The streamed decider (margins never formed; DP candidates generated tile by tile) decides
     as the dense one, and its certificates hold in independent float64 numpy."""

@@ -124,6 +124,7 @@ def _snapshot(folder):
     return out
 
 
+@pytest.mark.slow
 def test_fault_report_on_diverged_records_reads_only(tmp_path, capsys):
     out = str(tmp_path / "dv")
     args = ["sweep", "--d", "8", "--p", "10", "14", "18", "--seeds", "2", "--steps", "50", "--lr", "1e37"]

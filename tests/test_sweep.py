@@ -88,6 +88,7 @@ def test_logistic_fit_recovers_transition():
     assert abs(np.exp(-c0 / c1) - 100) < 3
 
 
+@pytest.mark.slow
 def test_capacity_json_rows(tmp_path, capsys):
     out = str(tmp_path / "c")
     spec = SweepSpec(ds=[8], problems=["op"], alphas=[0.4, 0.9, 1.4, 1.9], knobs=Knobs(seeds=4, steps=300))

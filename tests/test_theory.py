@@ -75,6 +75,7 @@ def test_alpha_c_defaults_precision_determinism_and_range():
     assert float(th.alpha_c(1e4, key=jax.random.key(9))) != float(th.alpha_c(1e4))
 
 
+@pytest.mark.slow
 def test_alpha_c_tends_to_one_half():
     """alpha_c(p) - 1/2 decays like log log p / log p: it keeps shrinking out to p = 1e200
     and (alpha_c - 1/2) ln p / ln ln p stays bounded."""
@@ -125,6 +126,7 @@ def test_grad_alpha_c_wrt_kappa_matches_finite_differences(x64):
         assert abs(g - fd) < 1e-6 * max(1, abs(fd))
 
 
+@pytest.mark.slow
 def test_inverse_problem_kappa_for_target_capacity(x64):
     """Newton by autodiff: the kappa at which a two-layer memory reaches alpha_c = 0.5 at p=1e4."""
     f = lambda k: th.alpha_c(1e4, kappa=k, se_target=0.01) - 0.5
@@ -214,6 +216,7 @@ def test_saddle_q_to_one_at_the_capacity_of_its_samples(x64):
     assert _name(th.saddle(1.01 * a_s, p, key=key, config=FIXED)) == ["above_capacity"]
 
 
+@pytest.mark.slow
 def test_saddle_matches_the_all_fields_reference(x64):
     """At p <= 1000 the order-statistics saddle point agrees with the all-fields Monte Carlo
     within three combined standard errors; and on the same competitor draws the bulk law changes
@@ -247,10 +250,11 @@ def test_saddle_errors_match_the_scatter_over_keys(x64):
 
 
 def test_saddle_implicit_gradients_match_finite_differences(x64):
-    """jax.grad in alpha and (real) p against float64 central differences, on frozen samples (the
+    """jax.grad in alpha, margin and (real) p against float64 central differences, on frozen samples (the
     solve's error, ~1e-7 in logit q, is far below the differences' steps)."""
     cases = {
         "alpha": (0.4, lambda x: th.saddle(x, 60.0, config=FIXED), 1e-3),
+        "margin": (0.05, lambda x: th.saddle(0.4, 60.0, x, config=FIXED), 1e-3),
         "p": (60.0, lambda x: th.saddle(0.4, x, config=FIXED), 0.5),
     }
     for name, (x0, f, h) in cases.items():
@@ -263,7 +267,7 @@ def test_saddle_implicit_gradients_match_finite_differences(x64):
 # ---------------------------------------------------------------- Hebbian (2.5), scores (2.4)
 
 
-@pytest.mark.parametrize("d", [32, 64])
+@pytest.mark.parametrize("d", [32, pytest.param(64, marks=pytest.mark.slow)])
 def test_hebbian_accuracy_vs_simulation(d):
     """DP: the finite-size law is exact, so simulation agrees within 5 standard errors of the
     simulated mean accuracy. OP: independent-competitor approximation, within 0.03."""

@@ -35,6 +35,7 @@ def test_vmapped_equals_loop_of_single_runs():
         np.testing.assert_allclose(single.model.W[0], batch.model.W[i], rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_factored_kappa1_matches_full_rank():
     d = 24
     for alpha, expect in ((0.3, True), (1.4, False)):
