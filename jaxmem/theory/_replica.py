@@ -8,10 +8,10 @@
 largest competitors are drawn exactly as order statistics (`top_order_stats`, as for
 `alpha_c`); given the `K`-th largest, `c`, the other `p - 1 - K` are i.i.d. `N(0, 1)` below `c`,
 and enter through their law: their sum `sum_rho f(z_rho)` is replaced by `(p - 1 - K) E[f(z) |
-z < c]`, a Gauss-Legendre quadrature in `u = Phi(z) / Phi(c)`. Only the top of the order enters
+z < c]`, a Gauss-Laguerre quadrature in minus the log of their tail share. Only the top enters
 the projection as `q -> 1` (`K` as in `alpha_c`), and the bulk's terms are small and many, so
 the law of large numbers makes this exact as `p` grows; the cost does not depend on `p`. The
-all-fields Monte Carlo (`method="fields"`, integer `p` only) stays as the reference.
+all-fields Monte Carlo (`saddle_fields`, integer `p` only) stays as the reference.
 
 **ln Z_out** is a Laplace-centred Gauss-Hermite quadrature in log space: the log-integrand
 `g(xi) = ln phi(xi) + sum log Phi(a_rho + xi)` is concave, so a safeguarded Newton iteration
@@ -22,7 +22,7 @@ exact one up to the quadrature error), `|grad_omega ln Z_out|^2 = [(sum M_rho)^2
 
 **The solve.** The fixed point is solved by Newton in `w = logit(q)` (so `q` stays in `(0, 1)`
 from `alpha = 1e-6` to the capacity), on frozen samples (common random numbers), with
-implicit differentiation (optimistix). Samples come in blocks of `BLOCK`; `se_target` doubles
+a one-step implicit derivative (`_fixed_point`). Samples come in blocks of `BLOCK`; `se_target` doubles
 the blocks until the Monte Carlo standard error of `q*` is below it. `q_se` is the delta
 method: `dq*/d gbar` (implicit) times the standard error of the mean `gbar` of
 `|grad ln Z_out|^2`; at the saddle point `d phi / dq = 0`, so `free_entropy_se` is `alpha_G`
@@ -76,11 +76,6 @@ def status_name(status) -> str:
 def _gh(nodes: int):
     x, w = np.polynomial.hermite_e.hermegauss(nodes)
     return jnp.asarray(x, jnp.float64), jnp.asarray(np.log(w / np.sqrt(2 * np.pi)), jnp.float64)
-
-
-def _gl(nodes: int):
-    x, w = np.polynomial.legendre.leggauss(nodes)
-    return jnp.asarray((x + 1) / 2, jnp.float64), jnp.asarray(w / 2, jnp.float64)
 
 
 _HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
