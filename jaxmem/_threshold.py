@@ -24,8 +24,17 @@ import numpy as np
 
 from ._models import Factored, FullRank
 from ._solvers._constraints import batch_constraints
-from ._solvers._decide import decide_constraints, DecideConfig, STORABLE, UNDECIDED, UNSTORABLE, verify
-from ._solvers._runner import run_ensemble
+from ._solvers._decide import (
+    conclude,
+    DecideConfig,
+    decision_instances,
+    resize_states,
+    STORABLE,
+    UNDECIDED,
+    UNSTORABLE,
+    verify,
+)
+from ._solvers._runner import bucket, gather, init_states, run_ensemble, scatter
 from ._tasks import alpha_of, p_from_alpha, Task
 from ._train import AdamProtocol, TrainConfig, TrainInstance
 from ._validate import check_int, check_real, InvalidArgument
@@ -118,13 +127,9 @@ def _propose(lo, hi, plan: SearchPlan):
     return p
 
 
-def _decide_round(tasks_b, ps, P, *, solver, model_rank, decide_cfg, adam_cfg):
-    # Each decision starts from W = 0: a warm start from the seed's last storable memory was
-    # measured to double the iterations (its scale is far from the new problem's).
+def _adam_round(tasks_b, ps, P, *, model_rank, decide_cfg, adam_cfg):
+    """One round of the paper's protocol: Adam on each seed's prefix `ps`, judged in float64."""
     cons = batch_constraints(tasks_b, ps, P, stream=decide_cfg.stream, block=decide_cfg.block)
-    if solver == "certified":
-        dec = decide_constraints(cons, rank=model_rank, config=decide_cfg)
-        return dec.status, dec.margin, dec.margin_bound, dec.iterations
     d = tasks_b.d
     protocol = AdamProtocol(adam_cfg, FullRank if model_rank is None else Factored, model_rank or d)
     lr = jnp.full(ps.shape, adam_cfg.lr, tasks_b.inputs.dtype)
@@ -137,6 +142,106 @@ def _decide_round(tasks_b, ps, P, *, solver, model_rank, decide_cfg, adam_cfg):
     # Adam stores or fails within its budget; a failure is not a certificate
     status = np.where(ok, STORABLE, UNSTORABLE)
     return status, margin, bound, np.asarray(st.t)
+
+
+class _Search:
+    """Every seed's bracket `[lo, hi)` and the decisions tried; `record` takes a batch of
+    outcomes, `searching` says which seeds still need a decision."""
+
+    def __init__(self, n: int, plan: SearchPlan):
+        self.plan = plan
+        self.lo = np.ones(n, np.int64)
+        self.hi = np.full(n, plan.p_max + 1, np.int64)
+        self.undecided = np.zeros(n, bool)
+        self.decisions = [[] for _ in range(n)]
+
+    def searching(self, seeds=None):
+        seeds = np.arange(self.lo.size) if seeds is None else np.asarray(seeds)
+        keep = (
+            (self.hi[seeds] - self.lo[seeds] > 1)
+            & ~self.undecided[seeds]
+            & (self.lo[seeds] < self.plan.p_max)
+        )
+        return seeds[keep]
+
+    def propose(self, seeds):
+        return _propose(self.lo[seeds], self.hi[seeds], self.plan)
+
+    def record(self, seeds, ps, status, margin, bound, iters):
+        for j, i in enumerate(seeds):
+            self.decisions[i].append(
+                (int(ps[j]), int(status[j]), float(margin[j]), float(bound[j]), int(iters[j]))
+            )
+        ok, bad = status == STORABLE, status == UNSTORABLE
+        self.lo[seeds[ok]] = ps[ok]
+        self.hi[seeds[bad]] = ps[bad]
+        self.undecided[seeds[status == UNDECIDED]] = True
+
+    def result(self, t0) -> Thresholds:
+        return Thresholds(
+            lo=self.lo,
+            hi=self.hi,
+            undecided=self.undecided,
+            decisions=self.decisions,
+            seconds=time.perf_counter() - t0,
+        )
+
+
+def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t0) -> None:
+    """All of a batch's decisions in one compacting run: when a seed's decision finishes it is
+    certified (`conclude`) and the seed's next `p` starts in its slot at once, so the batch stays
+    full instead of every round waiting for its slowest decision. Each decision starts from
+    `W = 0`. The constraints are padded to a multiple of `plan.pad` that grows when a proposal
+    needs it (a seed's sequence of `p`, hence its decisions, is that of a round-by-round search)."""
+    n, P_all, d = tasks.inputs.shape
+    plan = search.plan
+    current = search.propose(np.arange(n))
+    size = lambda ps: min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
+    P = size(current)
+
+    def build(P):
+        cons = batch_constraints(tasks, current, P, stream=cfg.stream, block=cfg.block)
+        return decision_instances(cons, rank=rank, config=cfg)
+
+    solver, inst = build(P)
+    shown = [time.perf_counter()]
+
+    def padded(idx):
+        return jnp.asarray(np.concatenate([idx, np.full(bucket(idx.size, n) - idx.size, idx[-1])]))
+
+    def refill(done, inst, st):
+        nonlocal P
+        idx = padded(done)
+        dec = conclude(solver, gather(inst, idx), gather(st, idx))
+        k = done.size
+        search.record(
+            done, current[done], dec.status[:k], dec.margin[:k], dec.margin_bound[:k], dec.iterations[:k]
+        )
+        again = search.searching(done)
+        if log is not None and (time.perf_counter() - shown[0] > 10 or not again.size):
+            shown[0] = time.perf_counter()
+            print(
+                f"  {sum(map(len, search.decisions))} decisions, {search.searching().size} seeds "
+                f"searching (padded {P}, {time.perf_counter() - t0:.0f} s)",
+                file=log,
+                flush=True,
+            )
+        if not again.size:
+            return inst, st, again
+        current[again] = search.propose(again)
+        # every searching seed has a decision running: pad to what they need, up or down
+        need = size(current[search.searching()])
+        if need != P:
+            P = need
+            _, inst = build(P)
+            st = resize_states(st, P)
+        else:
+            inst = eqx.tree_at(lambda i: i.cons.p, inst, jnp.asarray(current, jnp.int32))
+        idx = padded(again)
+        st = scatter(st, idx, init_states(solver, gather(inst, idx)))
+        return inst, st, again
+
+    run_ensemble(solver, inst, chunk=cfg.chunk, refill=refill)
 
 
 def search_thresholds(
@@ -170,47 +275,32 @@ def search_thresholds(
     if P_all < plan.p_max:
         raise InvalidArgument(f"tasks hold {P_all} associations, fewer than plan.p_max = {plan.p_max}")
     t0 = time.perf_counter()
-    lo = np.ones(n, np.int64)
-    hi = np.full(n, plan.p_max + 1, np.int64)
-    undecided = np.zeros(n, bool)
-    decisions = [[] for _ in range(n)]
+    search = _Search(n, plan)
+    if solver == "certified":
+        _certified_search(tasks, search, rank=rank, cfg=decide_config, log=log, t0=t0)
+        return search.result(t0)
     rnd = 0
     while True:
-        active = np.flatnonzero((hi - lo > 1) & ~undecided & (lo < plan.p_max))
+        active = search.searching()
         if active.size == 0:
             break
-        ps = _propose(lo[active], hi[active], plan)
+        ps = search.propose(active)
         P = min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
         tasks_b = jax.tree.map(lambda x: x[jnp.asarray(active)], tasks)
-        status, margin, bound, iters = _decide_round(
-            tasks_b,
-            ps,
-            P,
-            solver=solver,
-            model_rank=rank,
-            decide_cfg=decide_config,
-            adam_cfg=adam_config,
+        status, margin, bound, iters = _adam_round(
+            tasks_b, ps, P, model_rank=rank, decide_cfg=decide_config, adam_cfg=adam_config
         )
-        for j, i in enumerate(active):
-            decisions[i].append(
-                (int(ps[j]), int(status[j]), float(margin[j]), float(bound[j]), int(iters[j]))
-            )
-        ok, bad = status == STORABLE, status == UNSTORABLE
-        lo[active[ok]] = ps[ok]
-        hi[active[bad]] = ps[bad]
-        undecided[active[status == UNDECIDED]] = True
+        search.record(active, ps, status, margin, bound, iters)
         rnd += 1
         if log is not None:
             print(
                 f"  round {rnd}: {active.size} seeds at p in [{ps.min()}, {ps.max()}] (padded {P}): "
-                f"{ok.sum()} storable, {bad.sum()} unstorable, {(status == UNDECIDED).sum()} undecided "
+                f"{(status == STORABLE).sum()} stored, {(status == UNSTORABLE).sum()} not "
                 f"({time.perf_counter() - t0:.0f} s)",
                 file=log,
                 flush=True,
             )
-    return Thresholds(
-        lo=lo, hi=hi, undecided=undecided, decisions=decisions, seconds=time.perf_counter() - t0
-    )
+    return search.result(t0)
 
 
 # ---------------------------------------------------------------- the estimate

@@ -53,8 +53,21 @@ def bucket(n: int, cap: int) -> int:
 
 
 @eqx.filter_jit
-def _init(solver, instances):
+def init_states(solver, instances):
+    """`vmap(solver.init)` over a batch of instances."""
     return jax.vmap(solver.init)(instances)
+
+
+@eqx.filter_jit
+def gather(tree, idx):
+    """`tree[idx]` on every leaf, in one compiled program."""
+    return jax.tree.map(lambda x: x[idx], tree)
+
+
+@eqx.filter_jit
+def scatter(tree, idx, part):
+    """`tree` with `tree[idx] = part` on every leaf, in one compiled program."""
+    return jax.tree.map(lambda a, b: a.at[idx].set(b), tree, part)
 
 
 @eqx.filter_jit
@@ -90,6 +103,7 @@ def run_ensemble(
     progress: Callable[[int, int, int], None] | None = None,
     compact: bool = True,
     devices=None,
+    refill: Callable[[np.ndarray, Any, Any], tuple[Any, Any, np.ndarray]] | None = None,
 ) -> Any:
     """Run `solver` on every instance (leading axis) until each is `done`.
 
@@ -104,6 +118,11 @@ def run_ensemble(
       ensemble, finished members frozen, as a plain vmapped loop does; for benchmarks).
     - `devices`: split each chunk's batch over these (`ensemble_mesh`; the bucket is rounded up
       to a multiple of their number).
+    - `refill`: optional `(finished, instances, state) -> (instances, state, restarted)`, called
+      with the indices that finished in the last chunk; it may give any of them new work (a new
+      instance and its fresh state, shapes may grow) and returns those indices, which rejoin the
+      batch. A stream of short problems then keeps the batch full instead of waiting for the
+      slowest of a round.
 
     **Returns:** `(state, work)`: the final state, stacked over the ensemble axis in the input
     order, and the instance-steps computed (batch size times chunk length, summed over chunks,
@@ -113,7 +132,7 @@ def run_ensemble(
     mesh = ensemble_mesh(devices)
     n_dev = 1 if mesh is None else mesh.size
     n = jax.tree.leaves(instances)[0].shape[0]
-    state = _init(solver, instances) if state is None else state
+    state = init_states(solver, instances) if state is None else state
     fin, left = (np.array(x) for x in _status(solver, state))
     active = np.flatnonzero(~fin)
     work = 0
@@ -125,8 +144,13 @@ def run_ensemble(
         state, fin_part, left_part = _chunk(
             solver, mesh, instances, state, jnp.asarray(idx), jnp.asarray(length, jnp.int32)
         )
+        newly = rows[np.asarray(fin_part)[: rows.size] & ~fin[rows]]
         fin[rows] = np.asarray(fin_part)[: rows.size]
         left[rows] = np.asarray(left_part)[: rows.size]
+        if refill is not None and newly.size:
+            instances, state, again = refill(newly, instances, state)
+            if len(again):
+                fin, left = (np.array(x) for x in _status(solver, state))
         active = np.flatnonzero(~fin)
         work += size * length
         if progress is not None:
