@@ -22,7 +22,7 @@ import numpy as np
 from ._estimate import CapacityRow
 from ._models import rank_of, resolve_kappa
 from ._solvers._decide import DecideConfig, STATUS
-from ._sweep import config_id
+from ._sweep import config_id, Store
 from ._tasks import alpha_of, make_task
 from ._threshold import (
     default_plan,
@@ -386,6 +386,7 @@ def capacity(
     decide_config: DecideConfig = DecideConfig(),
     adam_config: TrainConfig = TrainConfig(),
     plan: SearchPlan | None = None,
+    out: str | None = None,
     log=None,
 ) -> CapacityEstimate:
     """Measure the capacity at dimension `d` from per-seed thresholds on nested tasks.
@@ -397,6 +398,8 @@ def capacity(
     - `solver`: `"certified"` (what the problem allows) or `"adam"` (the paper's protocol).
     - `seed0`: seed `s` is the task `make_task(fold_in(key(seed0), s), ...)`.
     - `decide_config`, `adam_config`, `plan`: solver settings and the search plan (default from theory).
+    - `out`: optional folder that keeps the records (as `jaxmem capacity --out`: resumable,
+      one JSON line per seed under `out/records/`).
     - `log`: optional file for progress lines.
 
     **Returns:** a `CapacityEstimate`.
@@ -413,7 +416,7 @@ def capacity(
         adam_config=adam_config,
         plan=plan,
     )
-    recs = measure(units, log=log)
+    recs = measure(units, store=None if out is None else Store(out), log=log)
     row = threshold_rows(recs)[0]
     recs = sorted(recs, key=lambda r: r["seed"])
     return CapacityEstimate(
