@@ -23,7 +23,7 @@ from ._estimate import CapacityRow
 from ._models import rank_of, resolve_kappa
 from ._solvers._decide import DecideConfig, STATUS
 from ._sweep import config_id, Store
-from ._tasks import alpha_of, make_task
+from ._tasks import alpha_of, EMBEDDINGS, make_task
 from ._threshold import (
     default_plan,
     logistic_cross_check,
@@ -33,7 +33,7 @@ from ._threshold import (
     SOLVERS,
 )
 from ._train import TrainConfig
-from ._validate import check_choice, check_int
+from ._validate import check_choice, check_int, InvalidArgument
 
 
 RECORD_VERSION = 1
@@ -62,12 +62,19 @@ def point_configs(
     check_choice("problem", problem, ("op", "dp"))
     check_choice("model", model, MODELS)
     check_choice("solver", solver, SOLVERS)
-    check_choice("embedding", embedding, ("gaussian", "sphere"))
+    check_choice("embedding", embedding, EMBEDDINGS)
     seeds = check_int("seeds", seeds, 1, 1_000_000)
     seed0 = check_int("seed0", seed0, 0, 2**31 - 1)
     group = check_int("group", group, 1)
     _, kappa = resolve_kappa(model, d, kappa)
-    plan = default_plan(d, kappa) if plan is None else plan
+    if solver == "certified" and adam_config.accuracy != 1.0:
+        raise InvalidArgument("an accuracy criterion is Adam's (solver 'adam'); a certificate is for all")
+    if plan is None:
+        plan = default_plan(d, kappa)
+        if adam_config.accuracy != 1.0:
+            # a partial criterion passes well above the all-stored capacity: search up to the
+            # d^2 / 2 of Nichani, Lee and Bietti's bisection, bracketing by 10% steps
+            plan = SearchPlan(p0=plan.p0, p_max=max(plan.p_max, d * d // 2), step=1.1)
     base = dict(
         kind=KIND,
         d=d,
@@ -84,6 +91,8 @@ def point_configs(
     )
     if solver == "adam":
         base.update(steps=adam_config.steps, lr=adam_config.lr, init_scale=adam_config.init_scale)
+        if adam_config.accuracy != 1.0:
+            base.update(accuracy=adam_config.accuracy)
     return [dict(base, seeds=[s, min(seeds, s + group)]) for s in range(0, seeds, group)]
 
 
@@ -105,7 +114,12 @@ def run_unit(cfg: dict, *, log=None) -> list[dict]:
     tasks = jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)
     dcfg = DecideConfig(tol=cfg["tol"], max_iter=cfg["max_iter"], memory=cfg["memory"])
     acfg = (
-        TrainConfig(steps=cfg["steps"], lr=cfg["lr"], init_scale=cfg["init_scale"])
+        TrainConfig(
+            steps=cfg["steps"],
+            lr=cfg["lr"],
+            init_scale=cfg["init_scale"],
+            accuracy=cfg.get("accuracy", 1.0),
+        )
         if cfg["solver"] == "adam"
         else TrainConfig()
     )
@@ -383,6 +397,7 @@ def capacity(
     kappa: float | None = None,
     solver: str = "certified",
     seed0: int = 0,
+    embedding: str = "gaussian",
     decide_config: DecideConfig = DecideConfig(),
     adam_config: TrainConfig = TrainConfig(),
     plan: SearchPlan | None = None,
@@ -397,6 +412,7 @@ def capacity(
     - `model`, `kappa`: `"full"`, or `"factored"` with rank fraction `kappa` (a certified lower bound).
     - `solver`: `"certified"` (what the problem allows) or `"adam"` (the paper's protocol).
     - `seed0`: seed `s` is the task `make_task(fold_in(key(seed0), s), ...)`.
+    - `embedding`: of the inputs and targets (`EMBEDDINGS`; `"unit"` for Nichani et al.'s).
     - `decide_config`, `adam_config`, `plan`: solver settings and the search plan (default from theory).
     - `out`: optional folder that keeps the records (as `jaxmem capacity --out`: resumable,
       one JSON line per seed under `out/records/`).
@@ -412,6 +428,7 @@ def capacity(
         solver=solver,
         seeds=seeds,
         seed0=seed0,
+        embedding=embedding,
         decide_config=decide_config,
         adam_config=adam_config,
         plan=plan,

@@ -34,7 +34,7 @@ class ReportData(eqx.Module):
     key: object
 
 
-def _save(fig, out, name):
+def save_figure(fig, out, name):
     """Write `fig` as PNG and PDF, each atomically; returns the PNG's file name."""
     import io
 
@@ -106,7 +106,7 @@ def fig_transition(data: ReportData, out):
         a_.legend(fontsize=7)
     ax[0].set_title(r"All stored (thick: kinematic theory, shaded P 0.75..0.25; dotted: $\alpha_c(p)$)")
     ax[1].set_title("Accuracy")
-    return _save(fig, out, "fig1_transition"), []
+    return save_figure(fig, out, "fig1_transition"), []
 
 
 def fig_capacity_vs_d(data: ReportData, out):
@@ -152,7 +152,7 @@ def fig_capacity_vs_d(data: ReportData, out):
     ax.set_ylabel(r"$\hat\alpha_c(d) = p_c \ln p_c / d^2$")
     ax.set_title("Capacity against dimension")
     ax.legend(fontsize=7)
-    return _save(fig, out, "fig2_capacity_vs_d"), []
+    return save_figure(fig, out, "fig2_capacity_vs_d"), []
 
 
 def at_capacity(records, model, problem, d, kappa=1.0):
@@ -251,7 +251,7 @@ def fig_spectra(data: ReportData, out):
         a.set_ylabel("density")
         a.set_title(f"{model} {problem.upper()}")
         a.legend(fontsize=7)
-    return _save(fig, out, "fig3_spectra"), notes
+    return save_figure(fig, out, "fig3_spectra"), notes
 
 
 def _scores(recs, key):
@@ -267,7 +267,7 @@ def fig_scores(data: ReportData, out):
     optimal, hebbian = data.optimal, data.hebbian
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     if not optimal:
-        return _save(fig, out, "fig4_scores"), []
+        return save_figure(fig, out, "fig4_scores"), []
     d, p = optimal[0]["config"]["d"], optimal[0]["config"]["p"]
     thr = math.sqrt(2 * math.log(p))
     panels = [
@@ -297,7 +297,7 @@ def fig_scores(data: ReportData, out):
         a.set_ylabel("density")
         a.set_title(f"{name}, d={d}, p={p}")
         a.legend(fontsize=7)
-    return _save(fig, out, "fig4_scores"), []
+    return save_figure(fig, out, "fig4_scores"), []
 
 
 def fig_kappa(data: ReportData, out):
@@ -338,7 +338,7 @@ def fig_kappa(data: ReportData, out):
     ax.set_ylabel(r"$\alpha_c$")
     ax.set_title(r"Rank-constrained memory $W = QR^T$")
     ax.legend(fontsize=7)
-    return _save(fig, out, "fig5_kappa"), []
+    return save_figure(fig, out, "fig5_kappa"), []
 
 
 def fig_saddle(data: ReportData, out):
@@ -359,7 +359,7 @@ def fig_saddle(data: ReportData, out):
     ax.set_ylabel(r"overlap $q^*$")
     ax.set_title("Replica-symmetric saddle point")
     ax.legend(fontsize=8)
-    return _save(fig, out, "fig6_saddle"), []
+    return save_figure(fig, out, "fig6_saddle"), []
 
 
 class Figure(eqx.Module):

@@ -24,7 +24,7 @@ from ._precision import einsum
 from ._validate import check_choice, check_int, check_memory, check_positive, InvalidArgument
 
 
-EMBEDDINGS = ("gaussian", "sphere")
+EMBEDDINGS = ("gaussian", "sphere", "unit")
 # 2**26 float32 = 256 MiB of candidates per task.
 MATERIALISE_LIMIT = 2**26
 
@@ -70,12 +70,13 @@ def p_from_alpha(d: int, alpha: float) -> int:
 
 def _embed(key, shape, embedding, dtype):
     x = jax.random.normal(key, shape, dtype)
-    if embedding == "sphere":
+    if embedding in ("sphere", "unit"):
+        radius = math.sqrt(shape[-1]) if embedding == "sphere" else 1.0
         # normalised in float64 and rounded once: a float32 reduction's rounding depends on the
         # shape (vectorisation, fused multiply-adds), which would break the nesting in p
         with jax.enable_x64(True):
             x64 = x.astype(jnp.float64)
-            x = (x64 * (math.sqrt(shape[-1]) / jnp.linalg.norm(x64, axis=-1, keepdims=True))).astype(dtype)
+            x = (x64 * (radius / jnp.linalg.norm(x64, axis=-1, keepdims=True))).astype(dtype)
     return x
 
 
@@ -296,14 +297,15 @@ def make_task(
     dtype=jnp.float32,
     materialise_limit: int = MATERIALISE_LIMIT,
 ) -> Task:
-    """A task with `e_mu, u_mu ~ N(0, I_d)` (or normalised to the sphere of radius sqrt(d)).
+    """A task with `e_mu, u_mu ~ N(0, I_d)` (or normalised to the sphere of radius `sqrt(d)`,
+    or to unit norm as in Nichani, Lee and Bietti's linear associative memory).
 
     Tasks are nested in `p`: with the same key, the task at `p` is the prefix of the task at
     `p' > p` (inputs, targets and DP candidates), so storability is monotone in `p`.
 
     **Arguments:** `key`: a typed PRNG key; `d`, `p`: dimension and associations (`>= 2`);
-    `problem`: `"op"` or `"dp"` (the `PROBLEM_CLASSES` registry); `embedding`: `"gaussian"` or
-    `"sphere"`; `dtype`: of the arrays; `materialise_limit`: the most DP candidate floats held as
+    `problem`: `"op"` or `"dp"` (the `PROBLEM_CLASSES` registry); `embedding`: `"gaussian"`,
+    `"sphere"` or `"unit"`; `dtype`: of the arrays; `materialise_limit`: the most DP candidate floats held as
     one array.
 
     **Returns:** an `OPTask` or a `DPTask`.

@@ -30,6 +30,7 @@ from ._solvers._decide import (
     decision_instances,
     resize_states,
     STORABLE,
+    stored_fraction,
     UNDECIDED,
     UNSTORABLE,
     verify,
@@ -138,7 +139,11 @@ def _adam_round(tasks_b, ps, P, *, model_rank, decide_cfg, adam_cfg):
     )
     W = jax.vmap(lambda prm: prm.weight())(st.params)
     _, margin, bound = verify(cons, W, decide_cfg.tol)
-    ok = (np.asarray(st.done_step) >= 0) & ~np.asarray(st.diverged) & (margin > 0)
+    ok = (np.asarray(st.done_step) >= 0) & ~np.asarray(st.diverged)
+    if adam_cfg.accuracy == 1.0:
+        ok &= margin > 0
+    else:  # the criterion is a fraction of the associations, checked in float64 as well
+        ok &= stored_fraction(cons, W) >= adam_cfg.accuracy
     # Adam stores or fails within its budget; a failure is not a certificate
     status = np.where(ok, STORABLE, UNSTORABLE)
     return status, margin, bound, np.asarray(st.t)

@@ -93,7 +93,7 @@ def test_decisions_match_exact_lp(problem, d, ps):
 
 def test_nested_tasks_are_prefix_equal():
     for problem in ("op", "dp"):
-        for embedding in ("gaussian", "sphere"):
+        for embedding in ("gaussian", "sphere", "unit"):
             a = jm.make_task(jax.random.key(3), d=8, p=10, problem=problem, embedding=embedding)
             b = jm.make_task(jax.random.key(3), d=8, p=23, problem=problem, embedding=embedding)
             np.testing.assert_array_equal(a.inputs, b.inputs[:10])
@@ -292,3 +292,39 @@ def test_large_op_iteration_fits_in_4_gib():
     for solver in ("adam", "decide"):
         mem = jm.step_footprint(solver, d=d, p=p)
         assert 2 * p * d * 4 <= mem["total_bytes"] <= 4 * 2**30, (solver, mem)
+
+
+def test_peer_protocol_pieces_unit_embedding_and_accuracy_criterion():
+    """Nichani, Lee and Bietti's linear memory: unit-norm embeddings, and Adam stopped at a
+    training accuracy; the criterion's float64 check is an independent numpy recount."""
+    from jaxmem._measure import point_configs
+    from jaxmem._solvers import batch_constraints
+    from jaxmem._solvers._decide import stored_fraction
+
+    tasks = jm.make_tasks(jax.random.key(5), n=4, d=12, p=80, embedding="unit")
+    np.testing.assert_allclose(np.linalg.norm(np.asarray(tasks.inputs), axis=-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(np.asarray(tasks.targets), axis=-1), 1.0, rtol=1e-6)
+    W = np.asarray(jax.random.normal(jax.random.key(6), (4, 12, 12)))
+    cons = batch_constraints(tasks, np.full(4, 60), 64)
+    E, U = np.asarray(tasks.inputs, np.float64)[:, :60], np.asarray(tasks.targets, np.float64)[:, :60]
+    S = np.einsum("nrd,nde,nme->nmr", U, W.astype(np.float64), E)  # S[n, mu, rho] = u_rho W e_mu
+    own = np.einsum("nmm->nm", S)
+    hit = (own[:, :, None] > S - np.eye(60)[None] * 1e300).all(axis=2)
+    np.testing.assert_array_equal(stored_fraction(cons, W), hit.mean(axis=1))
+
+    lr = 0.5  # unit-norm scores are d times smaller than Gaussian ones: W must grow large
+    full = jm.train("full", tasks, jm.TrainConfig(steps=400, lr=lr), n=30)
+    part = jm.train("full", tasks, jm.TrainConfig(steps=400, lr=lr, accuracy=0.9), n=30)
+    assert all(s is not None for s in full.steps_to_store)
+    for a, b in zip(part.steps_to_store, full.steps_to_store):
+        assert a is not None and a <= b  # the same trajectory, stopped no later
+    assert np.all(part.accuracy >= 0.9) and np.any(part.accuracy < 1.0)
+
+    (unit,) = point_configs(d=12, problem="op", solver="adam", seeds=4, adam_config=part_config())
+    assert unit["accuracy"] == 0.9 and unit["plan"]["p_max"] == 72
+    with pytest.raises(ValueError, match="accuracy"):
+        point_configs(d=12, problem="op", seeds=4, adam_config=part_config())
+
+
+def part_config():
+    return jm.TrainConfig(accuracy=0.9)

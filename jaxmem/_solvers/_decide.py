@@ -483,6 +483,25 @@ def _verify_batch(cons, W):
     return jax.vmap(_verify64)(jax.tree.map(_to64, cons), _to64(W))
 
 
+@jax.jit
+def _fraction64(cons: Constraints, W):
+    def one(cons, W):
+        ok = (cons.margins(W) > 0) | ~cons.mask
+        real = jnp.arange(ok.shape[0]) < cons.p
+        return jnp.sum(jnp.all(ok, axis=1) & real) / cons.p
+
+    return jax.vmap(one)(jax.tree.map(_to64, cons), _to64(W))
+
+
+def stored_fraction(cons: Constraints, W) -> np.ndarray:
+    """The fraction of each instance's `p` inputs whose own target beats all its competitors
+    under `W`, in float64 (dense constraints only): the accuracy criterion's check."""
+    if isinstance(cons, StreamedConstraints):
+        raise InvalidArgument("the accuracy criterion needs dense constraints (p too large)")
+    with jax.enable_x64(True):
+        return np.asarray(_fraction64(cons, W)).copy()
+
+
 def verify(cons: Constraints, W, tol: float):
     """Recompute both certificates of a batch in float64: `(status, margin, margin_bound)`.
 

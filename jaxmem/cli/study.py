@@ -3,6 +3,7 @@ read-only commands that summarise one."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -103,8 +104,12 @@ def _measurement_points(a) -> list[dict]:
 
     if a.model == "factored" and not a.kappa:
         raise ArgumentError("jaxmem capacity: error: argument --kappa: required with --model factored")
+    if a.criterion != 1.0 and "certified" in a.solver:
+        raise ArgumentError(
+            "jaxmem capacity: error: argument --criterion: an accuracy criterion needs --solver adam"
+        )
     dcfg = DecideConfig(tol=a.tol)
-    acfg = TrainConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale)
+    acfg = TrainConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale, accuracy=a.criterion)
     units = []
     for d in a.d:
         for problem in a.problem:
@@ -270,6 +275,15 @@ def _cmd_demo(a):
         print(f"\nreport: {path}   ({time.perf_counter() - t0:.0f} s)")
 
 
+def _criterion(s: str) -> float:
+    if s == "all":
+        return 1.0
+    head, _, x = s.partition(":")
+    if head != "accuracy" or not x:
+        raise argparse.ArgumentTypeError(f"must be 'all' or 'accuracy:X', got {s!r}")
+    return real(0.0, 1.0, low_open=True)(x)
+
+
 def _factored_d(s: str) -> int:
     return 0 if s == "0" else integer(2)(s)
 
@@ -318,6 +332,12 @@ def add_commands(sub) -> None:
     c.add_argument("--steps", type=integer(0), default=5000, help="Adam step budget")
     c.add_argument("--lr", type=real(0.0, low_open=True), default=3e-2, help="Adam learning rate")
     c.add_argument("--init-scale", type=real(0.0, low_open=True), default=1e-3)
+    c.add_argument(
+        "--criterion",
+        type=_criterion,
+        default=1.0,
+        help="Adam's success: all (every association stored) or accuracy:X (a fraction X of them)",
+    )
     c.add_argument("--out", default=None, help="keep the records here (resumable); default: keep nothing")
     c.add_argument("--shard", default=None, help="i/n: run every n-th unit of work from the i-th")
     c.add_argument("--plan", action="store_true", help="print the number of units of work and stop")
