@@ -6,6 +6,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+from jaxmem._files import atomic_write
 
 
 def machine() -> dict:
@@ -18,8 +19,7 @@ def write(name: str, res: dict) -> str:
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     path = os.path.join(os.path.dirname(__file__), "results", f"{name}.json")
     res = dict(machine=machine(), **res)
-    with open(path, "w") as f:
-        json.dump(res, f, indent=1)
+    atomic_write(path, json.dumps(res, indent=1) + "\n")
     return path
 
 
