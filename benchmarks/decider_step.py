@@ -71,7 +71,7 @@ def main():
         f"(iterations mean {res['iterations_mean']:.0f}, max {res['iterations_max']}; "
         f"{(dec.status == 0).sum()} storable, {(dec.status == 1).sum()} unstorable)"
     )
-    print(f"written {write('decider_step', res)}")
+    print(f"written {write(f'decider_step_{a.problem}', res)}")
 
 
 if __name__ == "__main__":
