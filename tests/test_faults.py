@@ -168,12 +168,12 @@ def test_fault_stale_temp_files_of_dead_writers_are_removed(tmp_path):
 
 def test_fault_figures_are_written_atomically_and_group_readable(tmp_path):
     import matplotlib.pyplot as plt
-    from jaxmem._plot import _save
+    from jaxmem._plot import save_figure
 
     old = os.umask(0o022)
     try:
         fig, _ = plt.subplots()
-        name = _save(fig, str(tmp_path), "f")
+        name = save_figure(fig, str(tmp_path), "f")
     finally:
         os.umask(old)
     assert name == "f.png"
