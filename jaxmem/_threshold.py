@@ -196,8 +196,10 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
     """All of a batch's decisions in one compacting run: when a seed's decision finishes it is
     certified (`conclude`) and the seed's next `p` starts in its slot at once, so the batch stays
     full instead of every round waiting for its slowest decision. Each decision starts from
-    `W = 0`. The constraints are padded to a multiple of `plan.pad` that grows when a proposal
-    needs it (a seed's sequence of `p`, hence its decisions, is that of a round-by-round search)."""
+    `W = 0`: a warm start from the seed's last storable memory was measured to double the
+    iterations (its scale is far from the new problem's). The constraints are padded to the
+    multiple of `plan.pad` that the running proposals need, up or down (a seed's sequence of
+    `p`, hence its decisions, is that of a round-by-round search)."""
     n, P_all, d = tasks.inputs.shape
     plan = search.plan
     current = search.propose(np.arange(n))
@@ -205,7 +207,9 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
     P = size(current)
 
     def build(P):
-        cons = batch_constraints(tasks, current, P, stream=cfg.stream, block=cfg.block)
+        # a finished seed's last p may exceed P; its slot is never stepped again
+        ps = np.minimum(current, P)
+        cons = batch_constraints(tasks, ps, P, stream=cfg.stream, block=cfg.block)
         return decision_instances(cons, rank=rank, config=cfg)
 
     solver, inst = build(P)
@@ -241,7 +245,7 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
             _, inst = build(P)
             st = resize_states(st, P)
         else:
-            inst = eqx.tree_at(lambda i: i.cons.p, inst, jnp.asarray(current, jnp.int32))
+            inst = eqx.tree_at(lambda i: i.cons.p, inst, jnp.asarray(np.minimum(current, P), jnp.int32))
         idx = padded(again)
         st = scatter(st, idx, init_states(solver, gather(inst, idx)))
         return inst, st, again

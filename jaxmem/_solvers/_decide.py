@@ -188,7 +188,7 @@ def _direction(st: _LBFGS):
     b = jnp.where(valid, jnp.matmul(Y, g, precision=HIGHEST)[order], 0.0)
     tiny = jnp.finfo(g.dtype).tiny
     gnorm = jnp.sqrt(jnp.vdot(g, g))
-    newest = jnp.where(st.k > 0, SY[-1, -1] / jnp.where(st.k > 0, YY[-1, -1], 1.0), 0.0)
+    newest = SY[-1, -1] / jnp.where(st.k > 0, YY[-1, -1], 1.0)
     gamma = jnp.where(st.k > 0, newest, 1.0 / jnp.maximum(gnorm, tiny))
     R = jnp.triu(SY) + jnp.diag(jnp.where(valid, 0.0, 1.0))
     u = jax.scipy.linalg.solve_triangular(R, a, lower=False)

@@ -120,7 +120,7 @@ def run_ensemble(
       to a multiple of their number).
     - `refill`: optional `(finished, instances, state) -> (instances, state, restarted)`, called
       with the indices that finished in the last chunk; it may give any of them new work (a new
-      instance and its fresh state, shapes may grow) and returns those indices, which rejoin the
+      instance and its fresh state; shapes may change) and returns those indices, which rejoin the
       batch. A stream of short problems then keeps the batch full instead of waiting for the
       slowest of a round.
 
