@@ -177,37 +177,6 @@ def public(rows):
     return [r.to_json() for r in rows]
 
 
-def trend(rows, problem, model="full", kappa=1.0):
-    """Fit `alpha_hat_c(d) = a + b / ln p_c` over d (least squares, CI half-widths as errors):
-    the finite-size trend and its extrapolation `a` to infinite size."""
-    sel = [
-        r
-        for r in rows
-        if r["problem"] == problem
-        and r["model"] == model
-        and abs(r["kappa"] - kappa) < 1e-6
-        and np.isfinite(r["alpha_c"])
-        and r["ci_low"] is not None
-    ]
-    if len(sel) < 2:
-        return None
-    x = np.array([1 / math.log(r["p_c"]) for r in sel])
-    yv = np.array([r["alpha_c"] for r in sel])
-    w = 1 / np.maximum(np.array([(r["ci_high"] - r["ci_low"]) / 4 for r in sel]), 1e-3) ** 2
-    A = np.stack([np.ones_like(x), x], 1)
-    cov = np.linalg.inv((A * w[:, None]).T @ A)
-    a, b = cov @ (A * w[:, None]).T @ yv
-    return dict(
-        problem=problem,
-        model=model,
-        kappa=kappa,
-        a=float(a),
-        a_se=float(math.sqrt(cov[0, 0])),
-        b=float(b),
-        n=len(sel),
-    )
-
-
 def compare_op_dp(rows):
     """Per d, alpha_hat(OP) - alpha_hat(DP) for full-rank memories with a bootstrap CI."""
     out = []

@@ -23,7 +23,7 @@ from ._estimate import CapacityRow
 from ._models import rank_of, resolve_kappa
 from ._solvers._decide import DecideConfig, STATUS
 from ._sweep import config_id, Store
-from ._tasks import alpha_of, EMBEDDINGS, make_task
+from ._tasks import alpha_of, EMBEDDINGS, make_task, p_from_alpha
 from ._threshold import (
     default_plan,
     logistic_cross_check,
@@ -67,8 +67,15 @@ def point_configs(
     seed0 = check_int("seed0", seed0, 0, 2**31 - 1)
     group = check_int("group", group, 1)
     _, kappa = resolve_kappa(model, d, kappa)
-    if solver == "certified" and adam_config.accuracy != 1.0:
+    if solver != "adam" and adam_config.accuracy != 1.0:
         raise InvalidArgument("an accuracy criterion is Adam's (solver 'adam'); a certificate is for all")
+    if solver == "hebbian" and (problem, model) != ("op", "full"):
+        raise InvalidArgument(
+            f"solver 'hebbian' is the OP's full-rank rule; got problem {problem!r}, model {model!r}"
+        )
+    if plan is None and solver == "hebbian":
+        # the rule fails far below the optimal capacity (alpha ~ 0.05 at CPU sizes): scan to 0.15
+        plan = SearchPlan(p0=2, p_max=p_from_alpha(d, 0.15))
     if plan is None:
         plan = default_plan(d, kappa)
         if adam_config.accuracy != 1.0:
@@ -159,7 +166,23 @@ def _num(x):
 
 
 def point_key(cfg: dict) -> tuple:
-    return (cfg["d"], cfg["problem"], cfg["model"], round(cfg["kappa"], 6), cfg["solver"])
+    """What makes a measurement point: the memory and solver, and the settings that change what
+    is measured (embedding, Adam's learning rate, budget and criterion)."""
+    return (
+        cfg["d"],
+        cfg["problem"],
+        cfg["model"],
+        round(cfg["kappa"], 6),
+        cfg["solver"],
+        cfg.get("embedding", "gaussian"),
+        cfg.get("lr"),
+        cfg.get("steps"),
+        cfg.get("accuracy", 1.0),
+    )
+
+
+def _sortable(key: tuple) -> tuple:
+    return tuple((x is None, x if x is not None else 0) for x in key)
 
 
 def _bootstrap_median_alpha(p_star, d, rng, n_boot=2000):
@@ -175,7 +198,8 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
     for r in records:
         groups[point_key(r["config"])][r["seed"]] = r  # a seed counted once, whatever the files
     rows = []
-    for (d, problem, model, kappa, solver), by_seed in sorted(groups.items()):
+    for key, by_seed in sorted(groups.items(), key=lambda kv: _sortable(kv[0])):
+        d, problem, model, kappa, solver, embedding, lr, steps, accuracy = key
         recs = [by_seed[s] for s in sorted(by_seed)]
         lo = np.array([r["p_star"] for r in recs])
         hi = np.array([r["p_hi"] for r in recs])
@@ -186,6 +210,10 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
             model=model,
             kappa=kappa,
             solver=solver,
+            embedding=embedding,
+            lr=lr,
+            steps=steps,
+            criterion=accuracy,
             seeds=len(recs),
             **est,
             undecided=int(sum(r["undecided"] for r in recs)),
@@ -195,27 +223,29 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
             seconds=float(sum(r["seconds"] for r in recs)),
         )
         if theory:
-            from . import theory as th
+            from ._estimate import theory_alpha_c
 
-            row["theory_alpha_c"] = (
-                float(th.alpha_c(float(est["p_c"]), kappa=float(kappa)))
-                if math.isfinite(est["p_c"]) and est["p_c"] >= 2
-                else None
-            )
+            ok = math.isfinite(est["p_c"]) and est["p_c"] >= 2
+            model_th = "hebbian" if solver == "hebbian" else model
+            row["theory_alpha_c"] = theory_alpha_c(d, est["p_c"], model_th, kappa, problem) if ok else None
             row["theory_verdict"] = theory_verdict(row)
         rows.append(CapacityRow(**row))
     return rows
 
 
 def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int = 2000) -> list[dict]:
-    """Per `d`, `alpha_c(a) - alpha_c(b)` for two selections of points (e.g. OP and DP), with a
-    95% percentile-bootstrap CI over seeds, and the verdict the CI allows."""
+    """Per `d` and embedding, `alpha_c(a) - alpha_c(b)` for two selections of points (e.g. OP
+    and DP, all-stored criterion), with a 95% percentile-bootstrap CI over seeds, and the verdict
+    the CI allows."""
     rng = np.random.default_rng(seed)
-    sel = lambda r, f: all(r["config"][k] == v for k, v in f.items())
+    sel = lambda r, f: (
+        all(r["config"][k] == v for k, v in f.items()) and r["config"].get("accuracy", 1.0) == 1.0
+    )
     out = []
-    for d in sorted({r["config"]["d"] for r in records}):
-        pa = {r["seed"]: r["p_star"] for r in records if r["config"]["d"] == d and sel(r, a)}
-        pb = {r["seed"]: r["p_star"] for r in records if r["config"]["d"] == d and sel(r, b)}
+    for d, emb in sorted({(r["config"]["d"], r["config"]["embedding"]) for r in records}):
+        here = lambda r: r["config"]["d"] == d and r["config"]["embedding"] == emb
+        pa = {r["seed"]: r["p_star"] for r in records if here(r) and sel(r, a)}
+        pb = {r["seed"]: r["p_star"] for r in records if here(r) and sel(r, b)}
         if len(pa) < 2 or len(pb) < 2:
             continue
         xa, xb = np.array(list(pa.values())), np.array(list(pb.values()))
@@ -228,6 +258,7 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
         out.append(
             dict(
                 d=d,
+                embedding=emb,
                 diff=float(diff),
                 ci_low=lo,
                 ci_high=hi,
@@ -264,12 +295,14 @@ def adam_vs_certified(records: list[dict]) -> list[dict]:
     by = defaultdict(dict)
     for r in records:
         c = r["config"]
-        by[(c["d"], c["problem"], c["model"], round(c["kappa"], 6), c["solver"])][r["seed"]] = r
+        if c.get("accuracy", 1.0) == 1.0:
+            key = (c["d"], c["problem"], c["model"], round(c["kappa"], 6), c["embedding"], c["solver"])
+            by[key][r["seed"]] = r
     out = []
-    for (d, problem, model, kappa, solver), adam in sorted(by.items()):
-        if solver != "adam" or (d, problem, model, kappa, "certified") not in by:
+    for (d, problem, model, kappa, embedding, solver), adam in sorted(by.items()):
+        if solver != "adam" or (d, problem, model, kappa, embedding, "certified") not in by:
             continue
-        cert = by[(d, problem, model, kappa, "certified")]
+        cert = by[(d, problem, model, kappa, embedding, "certified")]
         common = sorted(set(adam) & set(cert))
         if not common:
             continue
@@ -282,6 +315,7 @@ def adam_vs_certified(records: list[dict]) -> list[dict]:
                 problem=problem,
                 model=model,
                 kappa=kappa,
+                embedding=embedding,
                 seeds=len(common),
                 fraction_below=float(np.mean(pa < pc)),
                 fraction_above=float(np.mean(pa > pc)),

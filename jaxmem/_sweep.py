@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import sys
 import time
@@ -290,76 +289,3 @@ def run_sweep(
                 flush=True,
             )
     return store
-
-
-def search_capacity(
-    store: Store,
-    *,
-    d: int,
-    problem: str,
-    model: str,
-    kappa=None,
-    knobs: Knobs = Knobs(),
-    alpha0: float,
-    refine: int = 3,
-    max_bracket: int = 8,
-    progress: bool = False,
-    log=None,
-) -> None:
-    """Adaptive `p` grid around the transition: bracket P(all stored) = 1/2 in `ln p` by steps of
-    15% in `p` from `alpha0`, then bisect `refine` times, then step outwards until a point with
-    >= 3/4 and one with <= 1/4
-    of the seeds storing all anchor the fit. Every point is a cached config, so
-    a rerun (or a resumed run) walks the same path from the records."""
-
-    def frac(p):  # cached configs make repeated calls free
-        cfg = make_config(d=d, p=p, problem=problem, model=model, kappa=kappa, knobs=knobs)
-        cached = store.done(cfg)
-        recs = store.get_or_run(cfg, progress=progress)
-        f = float(np.mean([r["all_stored"] for r in recs]))
-        if log is not None and not cached:
-            print(
-                f"  d={d} {problem} {model} kappa={cfg['kappa']:.2f} p={p} alpha={alpha_of(d, p):.3f}:"
-                f" all stored {f:.2f}",
-                file=log,
-                flush=True,
-            )
-        return f
-
-    p = max(2, p_from_alpha(d, alpha0))
-    f = frac(p)
-    step = 1.15 if f >= 0.5 else 1 / 1.15
-    lo = hi = None
-    for _ in range(max_bracket):
-        q = max(2, int(round(p * step)))
-        if q == p:
-            q = p + (1 if step > 1 else -1)
-        if q < 2:
-            break
-        fq = frac(q)
-        if (fq >= 0.5) != (f >= 0.5):
-            lo, hi = (p, q) if p < q else (q, p)
-            break
-        p, f = q, fq
-    if lo is None:
-        return
-    for _ in range(refine):
-        if hi - lo <= 1:
-            break
-        mid = int(round(math.sqrt(lo * hi)))
-        if mid in (lo, hi):
-            break
-        if frac(mid) >= 0.5:
-            lo = mid
-        else:
-            hi = mid
-    # Anchor both tails of the fit: a point where most seeds store (>= 3/4) and one where few do.
-    p_lo, p_hi = lo, hi
-    for _ in range(4):
-        if frac(p_lo) >= 0.75 or p_lo <= 2:
-            break
-        p_lo = max(2, int(round(p_lo / 1.15)))
-    for _ in range(4):
-        if frac(p_hi) <= 0.25:
-            break
-        p_hi = int(round(p_hi * 1.15)) + 1

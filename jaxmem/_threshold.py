@@ -21,6 +21,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ._models import Factored, FullRank
 from ._solvers._constraints import batch_constraints
@@ -41,7 +42,7 @@ from ._train import AdamProtocol, TrainConfig, TrainInstance
 from ._validate import check_int, check_real, InvalidArgument
 
 
-SOLVERS = ("certified", "adam")
+SOLVERS = ("certified", "adam", "hebbian")
 
 
 class SearchPlan(eqx.Module):
@@ -66,15 +67,6 @@ class SearchPlan(eqx.Module):
         check_int("p_max", self.p_max, self.p0)
         check_real("step", self.step, low=1.0, low_open=True, high=2.0)
         check_int("pad", self.pad, 1)
-
-
-def start_load(d: int, kappa: float = 1.0) -> float:
-    """Where a capacity search starts: the theory's `alpha_c(p0, kappa)` at the first guess
-    `p0 = d^2 / ln d^2` (the asymptotic law `p ln p / d^2 ~ 1/2` inverted to leading order).
-    The one home of the starting guess; `guess_p` refines it."""
-    from . import theory as th
-
-    return float(th.alpha_c(float(_first_p(d)), kappa=float(kappa)))
 
 
 def _first_p(d: int) -> int:
@@ -114,7 +106,7 @@ class Thresholds(eqx.Module):
 
     @property
     def exact(self) -> np.ndarray:
-        return self.hi == self.lo + 1
+        return (self.hi == self.lo + 1) & ~self.undecided
 
 
 def _propose(lo, hi, plan: SearchPlan):
@@ -126,6 +118,53 @@ def _propose(lo, hi, plan: SearchPlan):
     )
     p = np.clip(p, lo + 1, np.minimum(hi - 1, plan.p_max)).astype(np.int64)
     return p
+
+
+@eqx.filter_jit
+def _hebbian_first_failure(inputs, targets):
+    """Per task, the smallest `p >= 2` at which the Hebbian memory of the first `p`
+    associations, `W_p = sum_{l < p} u_l e_l^T`, does not retrieve all of them (`P + 1` if none
+    up to `P`), in float64 (a cumulative sum of `P` rank-one terms; ties have measure zero).
+
+    The scores `s_p[mu, rho] = u_rho . W_p e_mu = sum_{l < p} (e_l . e_mu)(u_rho . u_l)` grow by
+    one outer product of Gram columns per `p`, and the scan stops at the first failure."""
+    P = inputs.shape[1]
+    idx = jnp.arange(P)
+
+    def one(E, U):
+        Ge, Gu = E @ E.T, U @ U.T
+
+        def cond(c):
+            p, _, ok = c
+            return ok & (p <= P)
+
+        def body(c):
+            p, S, _ = c
+            S = S + jnp.outer(Ge[:, p - 1], Gu[p - 1, :])
+            real = idx < p
+            comp = jnp.where(real[None, :] & (idx[:, None] != idx[None, :]), S, -jnp.inf).max(axis=1)
+            ok = jnp.all(jnp.where(real, jnp.diagonal(S) > comp, True))
+            return p + 1, S, ok
+
+        S0 = jnp.outer(Ge[:, 0], Gu[0, :])
+        p, _, ok = lax.while_loop(cond, body, (jnp.asarray(2), S0, jnp.asarray(True)))
+        return jnp.where(ok, P + 1, p - 1)
+
+    return jax.vmap(one)(inputs, targets)
+
+
+def _hebbian_search(tasks: Task, search: _Search) -> None:
+    """The Hebbian rule's all-stored threshold: the load before its first failure. Unlike a
+    storability threshold this is a property of one rule (storage is not monotone in `p` for
+    it), so `p*` is defined as the last `p` before the first `p` that fails."""
+    if not tasks.shared:
+        raise InvalidArgument("the Hebbian threshold is measured for the OP (shared targets) only")
+    P = search.plan.p_max
+    with jax.enable_x64(True):
+        f64 = lambda x: jnp.asarray(x[:, :P], jnp.float64)
+        fail = np.asarray(_hebbian_first_failure(f64(tasks.inputs), f64(tasks.targets)))
+    search.lo = np.minimum(fail - 1, P).astype(np.int64)
+    search.hi = np.where(fail <= P, fail, P + 1).astype(np.int64)
 
 
 def _adam_round(tasks_b, ps, P, *, model_rank, decide_cfg, adam_cfg):
@@ -153,8 +192,11 @@ class _Search:
     """Every seed's bracket `[lo, hi)` and the decisions tried; `record` takes a batch of
     outcomes, `searching` says which seeds still need a decision."""
 
-    def __init__(self, n: int, plan: SearchPlan):
+    def __init__(self, n: int, plan: SearchPlan, lower_bound: bool = False):
+        # lower_bound: an undecided instance counts as not stored (the seed's search goes on
+        # below it), so `lo` is the largest p with a found memory: a lower bound on `p*`
         self.plan = plan
+        self.lower_bound = lower_bound
         self.lo = np.ones(n, np.int64)
         self.hi = np.full(n, plan.p_max + 1, np.int64)
         self.undecided = np.zeros(n, bool)
@@ -162,11 +204,9 @@ class _Search:
 
     def searching(self, seeds=None):
         seeds = np.arange(self.lo.size) if seeds is None else np.asarray(seeds)
-        keep = (
-            (self.hi[seeds] - self.lo[seeds] > 1)
-            & ~self.undecided[seeds]
-            & (self.lo[seeds] < self.plan.p_max)
-        )
+        keep = (self.hi[seeds] - self.lo[seeds] > 1) & (self.lo[seeds] < self.plan.p_max)
+        if not self.lower_bound:
+            keep &= ~self.undecided[seeds]
         return seeds[keep]
 
     def propose(self, seeds):
@@ -178,6 +218,8 @@ class _Search:
                 (int(ps[j]), int(status[j]), float(margin[j]), float(bound[j]), int(iters[j]))
             )
         ok, bad = status == STORABLE, status == UNSTORABLE
+        if self.lower_bound:
+            bad = bad | (status == UNDECIDED)
         self.lo[seeds[ok]] = ps[ok]
         self.hi[seeds[bad]] = ps[bad]
         self.undecided[seeds[status == UNDECIDED]] = True
@@ -269,10 +311,12 @@ def search_thresholds(
 
     - `tasks`: a batch of `n` nested tasks with at least `plan.p_max` associations each.
     - `plan`: a `SearchPlan`.
-    - `solver`: `"certified"` (the `Decider`: `p*` is the certified threshold) or `"adam"` (the
-      paper's protocol: `p*` is the largest `p` the search found Adam to store within its budget).
+    - `solver`: `"certified"` (the `Decider`: `p*` is the certified threshold), `"adam"` (the
+      paper's protocol: `p*` is the largest `p` the search found Adam to store within its budget)
+      or `"hebbian"` (the closed-form rule, OP: `p*` is the last `p` before its first failure).
     - `rank`: `m` for a factored memory, `None` for full rank. A certified rank-`m` search gives a
-      lower bound: undecided instances end the seed's search, which is then not exact.
+      lower bound: an undecided instance counts as not stored (the search goes on below it), so
+      `lo` is the largest `p` at which a rank-`m` memory was found, and `hi` is not a certificate.
     - `decide_config`, `adam_config`: the solvers' settings.
     - `log`: optional file for one line per round.
 
@@ -284,9 +328,12 @@ def search_thresholds(
     if P_all < plan.p_max:
         raise InvalidArgument(f"tasks hold {P_all} associations, fewer than plan.p_max = {plan.p_max}")
     t0 = time.perf_counter()
-    search = _Search(n, plan)
+    search = _Search(n, plan, lower_bound=solver == "certified" and rank is not None)
     if solver == "certified":
         _certified_search(tasks, search, rank=rank, cfg=decide_config, log=log, t0=t0)
+        return search.result(t0)
+    if solver == "hebbian":
+        _hebbian_search(tasks, search)
         return search.result(t0)
     rnd = 0
     while True:

@@ -132,9 +132,8 @@ def test_fault_report_on_diverged_records_reads_only(tmp_path, capsys):
     assert all(r["diverged"] for r in Store(out).records())
     before = {k: v for k, v in _snapshot(out).items() if k.startswith(("records", "commands", "meta"))}
     capsys.readouterr()
-    assert main(["report", out, "--json"]) == 0
-    obj = json.loads(capsys.readouterr().out)
-    assert obj["report"].endswith("report.md") and os.path.exists(obj["report"])
+    assert main(["report", out, "--json"]) == 2  # a sweep folder holds no study to report
+    assert "no threshold records" in capsys.readouterr().err
     after = {k: v for k, v in _snapshot(out).items() if k.startswith(("records", "commands", "meta"))}
     assert after == before, "report trains nothing and writes no records"
     assert main(["capacity", out, "--json"]) == 0  # all runs diverged: no estimate, strict JSON

@@ -105,35 +105,3 @@ def test_capacity_json_rows(tmp_path, capsys):
 
 def test_capacity_of_empty_folder_exits_2(tmp_path, capsys):
     assert main(["capacity", str(tmp_path)]) == 2
-
-
-def test_demo_writes_report_with_six_figures(tmp_path, capsys):
-    """The demo pipeline end to end at toy size (the full demo is timed in the README)."""
-    out = str(tmp_path / "demo")
-    rc = main(
-        [
-            "demo",
-            "--out",
-            out,
-            "--ds",
-            "8",
-            "--factored-d",
-            "8",
-            "--seeds",
-            "2",
-            "--steps",
-            "300",
-            "--quiet",
-            "--json",
-        ]
-    )
-    assert rc == 0
-    obj = json.loads(capsys.readouterr().out)
-    assert os.path.exists(obj["report"])
-    for i in range(1, 7):
-        assert any(f.startswith(f"fig{i}_") and f.endswith(".png") for f in os.listdir(out))
-        assert any(f.startswith(f"fig{i}_") and f.endswith(".pdf") for f in os.listdir(out))
-    with open(obj["report"]) as f:
-        text = f.read()
-    assert "| d | problem | model |" in text and "## OP against DP" in text
-    assert main(["capacity", out, "--json"]) == 0

@@ -14,10 +14,6 @@ from ._common import ArgumentError, grid, integer, parse_shard, print_json, real
 from .train import add_train_knobs, train_knobs
 
 
-DEMO_DS = (16, 24, 32)
-DEMO_FACTORED = (24, 0.5)
-
-
 def _print_table(rows, cols, file=sys.stdout):
     """One line per row; `cols` are `(header, width, row -> text)`, right-aligned, except the
     last (left-aligned); a negative width right-aligns the header only."""
@@ -48,14 +44,20 @@ _TAIL = [
 
 def print_rows(rows, file=sys.stdout):
     """The rows of a folder of sweep records (logistic estimates)."""
-    from .._study import verdict
+    from .._measure import theory_verdict
 
-    _print_table(rows, _HEAD + _TAIL + [("verdict", 0, verdict)], file)
+    _print_table(rows, _HEAD + _TAIL + [("verdict", 0, theory_verdict)], file)
 
 
 def _print_threshold_rows(rows, file=sys.stdout):
-    """The rows of certified (or Adam) threshold measurements."""
-    extra = [("solver", 9, lambda r: r["solver"]), ("seeds", 5, lambda r: str(r["seeds"]))]
+    """The rows of threshold measurements (certified, Adam, Hebbian)."""
+    from .._study import setup
+
+    extra = [
+        ("solver", 9, lambda r: r["solver"]),
+        ("seeds", 5, lambda r: str(r["seeds"])),
+        ("setup", 30, setup),
+    ]
     undecided = [("undecided", 9, lambda r: str(r["undecided"]))]
     verdict = [("verdict", 0, lambda r: r.get("theory_verdict", ""))]
     _print_table(rows, _HEAD + extra + _TAIL + undecided + verdict, file)
@@ -156,7 +158,7 @@ def _cmd_capacity(a):
         store = Store(_existing_folder(a.dir))
         everything = store.records()
         recs = [r for r in everything if r.get("kind") == "threshold"]
-        sweep = [r for r in everything if r.get("kind") != "threshold"]
+        sweep = [r for r in everything if "kind" not in r]
         if not recs and not sweep:
             raise ArgumentError(f"jaxmem capacity: error: argument dir: no records under {a.dir!r}")
         sweep_rows = estimate(sweep) if sweep else []
@@ -185,7 +187,7 @@ def _cmd_capacity(a):
             else f" (about {c['seeds_to_decide']} seeds per side would decide it)"
         )
         print(
-            f"OP - DP ({c['solver']}) at d={c['d']}: {c['diff']:+.4f} "
+            f"OP - DP ({c['solver']}, {c['embedding']}) at d={c['d']}: {c['diff']:+.4f} "
             f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]: {c['verdict']}{tail}"
         )
     for c in avc:
@@ -201,78 +203,39 @@ def _cmd_report(a):
     from .._estimate import public
     from .._study import write_report
 
-    path, rows = write_report(_existing_folder(a.dir))
+    path, rows = write_report(_study_folder(a.dir))
     if a.json:
         print_json(dict(out=a.dir, report=path, rows=public(rows)))
     else:
         print(f"report: {path}")
 
 
+def _study_folder(path: str) -> str:
+    from .._sweep import Store
+
+    _existing_folder(path)
+    if not any(r.get("kind") == "threshold" for r in Store(path).records()):
+        raise ArgumentError(f"jaxmem: error: argument dir: no threshold records under {path!r}")
+    return path
+
+
 def _cmd_demo(a):
-    """CPU-sized study: adaptive capacity search for OP, DP and Hebbian at a few d, one factored
-    case, the data of the figures, then the report."""
-    from .. import theory as th
+    """The CPU study (`_study.DEMO`, or `QUICK`): every measurement into `--out`, then the report."""
     from .._estimate import public
-    from .._models import resolve_kappa
-    from .._study import prepare_figures, write_report
-    from .._sweep import search_capacity, Store
-    from .._threshold import start_load
+    from .._study import DEMO, QUICK, run_study, write_report
+    from .._sweep import Store
 
     t0 = time.perf_counter()
-    knobs = _knobs(a)
-    d_f = a.factored_d
-    if d_f:
-        resolve_kappa("factored", d_f, a.factored_kappa)
     store = Store(a.out)
     store.note_command(sys.argv)
-    log = None if a.json else sys.stderr
-    progress = not (a.quiet or a.json)
-    for d in a.ds:
-        guess = start_load(d)
-        for problem in ("op", "dp"):
-            search_capacity(
-                store,
-                d=d,
-                problem=problem,
-                model="full",
-                knobs=knobs,
-                alpha0=guess,
-                progress=progress,
-                log=log,
-            )
-        search_capacity(store, d=d, problem="op", model="hebbian", knobs=knobs, alpha0=0.06, log=log)
-    if d_f:
-        kappa = a.factored_kappa
-        guess = start_load(d_f, kappa)
-        search_capacity(
-            store,
-            d=d_f,
-            problem="op",
-            model="factored",
-            kappa=kappa,
-            knobs=knobs,
-            alpha0=guess,
-            progress=progress,
-            log=log,
-        )
-        if d_f not in a.ds:
-            search_capacity(
-                store,
-                d=d_f,
-                problem="op",
-                model="full",
-                knobs=knobs,
-                alpha0=guess / float(th.F(kappa)),
-                progress=progress,
-                log=log,
-            )
-    prepare_figures(store)
+    run_study(QUICK if a.quick else DEMO, a.out, log=None if (a.json or a.quiet) else sys.stderr)
     path, rows = write_report(a.out)
+    seconds = time.perf_counter() - t0
     if a.json:
-        print_json(dict(out=a.out, report=path, rows=public(rows), seconds=time.perf_counter() - t0))
+        print_json(dict(out=a.out, report=path, rows=public(rows), seconds=seconds))
     else:
-        print_rows(rows)
-        print(f"\nreport: {path}   ({time.perf_counter() - t0:.0f} s)")
+        _print_threshold_rows(rows)
+        print(f"\nreport: {path}   ({seconds:.0f} s)")
 
 
 def _criterion(s: str) -> float:
@@ -282,10 +245,6 @@ def _criterion(s: str) -> float:
     if head != "accuracy" or not x:
         raise argparse.ArgumentTypeError(f"must be 'all' or 'accuracy:X', got {s!r}")
     return real(0.0, 1.0, low_open=True)(x)
-
-
-def _factored_d(s: str) -> int:
-    return 0 if s == "0" else integer(2)(s)
 
 
 def add_commands(sub) -> None:
@@ -345,17 +304,14 @@ def add_commands(sub) -> None:
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_cmd_capacity)
 
-    r = sub.add_parser("report", help="figures and report.md from a sweep folder (reads records only)")
+    r = sub.add_parser("report", help="figures and report.md from a study folder (reads records only)")
     r.add_argument("dir")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=_cmd_report)
 
-    d = sub.add_parser("demo", help="the main job: CPU-sized capacity study with report")
+    d = sub.add_parser("demo", help="the main job: the CPU-sized capacity study and its report")
     d.add_argument("--out", default="jaxmem-demo")
-    d.add_argument("--ds", type=integer(2), nargs="+", default=list(DEMO_DS))
-    d.add_argument("--factored-d", type=_factored_d, default=DEMO_FACTORED[0], help="0: no factored case")
-    d.add_argument("--factored-kappa", type=kappa, default=DEMO_FACTORED[1])
-    add_train_knobs(d)
+    d.add_argument("--quick", action="store_true", help="a minutes-long check of the same path")
     d.add_argument("--quiet", action="store_true")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=_cmd_demo)

@@ -1,0 +1,133 @@
+"""The study: the max-margin solve against an exact QP (scipy SLSQP), the Hebbian threshold
+against a numpy recount, and the pipeline end to end at toy size (records, report, figures,
+and `jaxmem capacity DIR` reproducing the report's table)."""
+
+import json
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import jaxmem as jm
+import numpy as np
+import pytest
+from jaxmem._solvers._constraints import batch_constraints
+from jaxmem._solvers._margin import max_margin
+from jaxmem._study import run_study, StudySpec, write_report
+from jaxmem._threshold import search_thresholds, SearchPlan
+from jaxmem.cli import main
+from scipy.optimize import nnls
+
+
+def _A(E, C):
+    p = E.shape[0]
+    return np.array([np.outer(C[m] - C[r], E[m]).ravel() for m in range(p) for r in range(p) if r != m])
+
+
+def _best_margin(A):
+    """gamma* = max_{|W|_F = 1} min_i <W, A_i> / a, by duality the distance from 0 to the convex
+    hull of the `A_i / a` (positive when storable): the min-norm point of the hull by an exact
+    active-set NNLS (Lawson-Hanson), `min_{lam >= 0} |B^T lam|^2 + rho^2 (sum lam - 1)^2`."""
+    a = math.sqrt(np.mean(np.sum(A * A, axis=1)))
+    B = A / a
+    rho = 1e4
+    M = np.vstack([B.T, rho * np.ones((1, B.shape[0]))])
+    lam, _ = nnls(M, np.r_[np.zeros(B.shape[1]), rho], maxiter=50 * B.shape[0])
+    lam /= lam.sum()
+    return np.linalg.norm(B.T @ lam)
+
+
+def test_max_margin_matches_an_exact_qp_and_brackets_it():
+    d, p = 5, 9
+    tasks = jax.tree.map(
+        lambda *x: jnp.stack(x), *[jm.make_task(jax.random.key(s), d=d, p=p) for s in range(3)]
+    )
+    cons = batch_constraints(tasks, np.full(3, p), p, stream=False)
+    mm = max_margin(cons, np.full(3, 1e-3))
+    for j in range(3):
+        E = np.asarray(tasks.inputs[j], np.float64)
+        U = np.asarray(tasks.targets[j], np.float64)
+        g = _best_margin(_A(E, U))
+        assert g > 1e-4, "the test instance must be storable"
+        assert mm.margin[j] <= g * (1 + 1e-6) and g <= mm.margin_bound[j] * (1 + 1e-6)
+        assert mm.margin[j] >= 0.98 * g, (mm.margin[j], g)
+
+
+def test_hebbian_threshold_is_the_last_p_before_the_first_failure():
+    d, P = 8, 30
+    tasks = jax.tree.map(
+        lambda *x: jnp.stack(x), *[jm.make_task(jax.random.key(s), d=d, p=P) for s in range(6)]
+    )
+    th = search_thresholds(tasks, plan=SearchPlan(p0=2, p_max=P), solver="hebbian")
+    for j in range(6):
+        E = np.asarray(tasks.inputs[j], np.float64)
+        U = np.asarray(tasks.targets[j], np.float64)
+        fail = next((p for p in range(2, P + 1) if not _all_stored(E[:p], U[:p])), P + 1)
+        assert th.lo[j] == min(fail - 1, P) and th.hi[j] == (fail if fail <= P else P + 1)
+
+
+def _all_stored(E, U):
+    S = (E @ (U.T @ E).T) @ U.T  # s[mu, rho] = u_rho . W e_mu
+    return bool(np.all(np.argmax(S, axis=1) == np.arange(len(E))))
+
+
+def test_bad_study_spec_names_the_argument():
+    with pytest.raises(ValueError, match="certified"):
+        _tiny(certified=((1, 4),))
+    with pytest.raises(ValueError, match="spectra_kappa"):
+        _tiny(spectra_kappa=1.5)
+
+
+def _tiny(**kw):
+    base = dict(
+        certified=((8, 4),),
+        adam=((8, 2),),
+        hebbian=((8, 8),),
+        factored_d=8,
+        kappas=(0.5,),
+        factored_seeds=2,
+        factored_adam_seeds=0,
+        spectra_seeds=2,
+        spectra_kappa=0.5,
+        peer=(8,),
+        peer_seeds=2,
+        steps=300,
+        factored_max_iter=100,
+        group=4,
+    )
+    return StudySpec(**dict(base, **kw))
+
+
+@pytest.mark.slow
+def test_study_end_to_end_and_capacity_reproduces_the_table(tmp_path, capsys):
+    out = str(tmp_path / "study")
+    run_study(_tiny(), out)
+    before = sorted(os.listdir(os.path.join(out, "records")))
+    path, rows = write_report(out)
+    assert sorted(os.listdir(os.path.join(out, "records"))) == before, "the report measures nothing"
+    for name in ("transition", "finite_size", "spectra", "scores", "rank", "adam", "peer"):
+        assert any(f.endswith(f"_{name}.png") for f in os.listdir(out)), name
+    with open(path) as f:
+        text = f.read()
+    for section in (
+        "## Capacity",
+        "## OP against DP",
+        "## Adam against certified",
+        "## Spectra",
+        "## Rank",
+        "peer's protocol",
+    ):
+        assert section in text, section
+    assert main(["capacity", out, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["rows"]
+    key = lambda r: (r["d"], r["problem"], r["model"], r["solver"], r["embedding"], r["criterion"])
+    num = lambda r: tuple(
+        None if x is None or not math.isfinite(x) else x for x in (r["p_c"], r["ci_low"], r["ci_high"])
+    )
+    assert {key(r): num(r) for r in got} == {key(r): num(r) for r in rows}
+    assert {"certified", "adam", "hebbian"} <= {r["solver"] for r in rows}
+    assert any(r["embedding"] == "unit" and r["criterion"] == 0.99 for r in rows)
+    # resumable: a second run reads every unit and writes nothing
+    stamp = {f: os.path.getmtime(os.path.join(out, "records", f)) for f in before}
+    run_study(_tiny(), out)
+    assert {f: os.path.getmtime(os.path.join(out, "records", f)) for f in before} == stamp
