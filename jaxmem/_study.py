@@ -104,7 +104,7 @@ class StudySpec(eqx.Module):
 # The CPU study of `jaxmem demo` (seeds chosen for 95% CIs no wider than 0.03 in alpha: at
 # d = 16 the threshold is discrete in steps of 0.02, so the DP needs 160 seeds for one step).
 DEMO = StudySpec(
-    certified=((16, 160), (24, 64), (32, 32), (48, 16)),
+    certified=((16, 160), (24, 64), (32, 48), (48, 16)),
     adam=((16, 8), (24, 8), (32, 8)),
     hebbian=((16, 256), (24, 256), (32, 256), (48, 128), (64, 128), (96, 64), (128, 64)),
     factored_d=16,
