@@ -586,14 +586,15 @@ def _rank_section(rows):
         "",
         "## Rank",
         "",
-        "A certified rank-`m` threshold is a lower bound (a storable certificate for `W = Q R^T` is a "
-        "found memory; undecided instances end a seed's search).",
+        "A certified rank-`m` threshold is a lower bound: a storable certificate for `W = Q R^T` is a "
+        "found memory, and an undecided instance counts as not stored (the search goes on below it). "
+        "`undecided` counts the seeds that met one. Adam above the certified lower bound is possible.",
         "",
     ]
     for r in fac:
         L.append(
             f"- d={r['d']} kappa={r['kappa']:.2f} {r['solver']}: {fmt(r['alpha_c'])} "
-            f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}], undecided seeds {r['undecided']}; theory "
+            f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}], undecided {r['undecided']}; theory "
             f"alpha_c(p_c, kappa) = {fmt(r.get('theory_alpha_c'))} "
             f"({_verdict(r['ci_low'], r['ci_high'], r.get('theory_alpha_c'), 'it')}), asymptote F(kappa)/2 = "
             f"{float(th.F(r['kappa'])) / 2:.3f}."
