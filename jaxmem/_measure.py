@@ -330,12 +330,13 @@ def adam_vs_certified(records: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------- running points into a store
 
 
-def _release_compiled(limit: int = 20_000) -> None:
+def _release_compiled(limit: int = 40_000) -> None:
     """Drop JAX's compiled programs once this process holds more than `limit` memory maps.
 
     Every compiled executable keeps memory maps, and a long measurement compiles many shapes:
     past the kernel's `vm.max_map_count` (65530 by default) LLVM fails with "Cannot allocate
-    memory". Cleared caches only cost recompiling the next unit's shapes.
+    memory". Cleared caches cost recompiling the next unit's shapes (at 20000 the demo's own
+    d = 32 searches were seen to recompile, 30 s of it); one unit adds at most about 4000 maps.
     """
     try:
         with open("/proc/self/maps") as f:
@@ -346,11 +347,20 @@ def _release_compiled(limit: int = 20_000) -> None:
         jax.clear_caches()
 
 
-def measure(points: list[dict], *, store=None, shard: tuple[int, int] = (0, 1), log=None) -> list[dict]:
+def measure(
+    points: list[dict], *, store=None, shard: tuple[int, int] = (0, 1), log=None, jobs: int = 1
+) -> list[dict]:
     """Run every unit of work of `points` (a list of `point_configs` outputs, flattened) for this
     `shard`, reading finished units from `store` (a `Store`, or None to keep nothing); returns
-    the records of all units (this shard's run or read, the others' read if present)."""
+    the records of all units (this shard's run or read, the others' read if present). With
+    `jobs > 1` (and a store) the units run in that many worker processes (`_workers`), with the
+    same records."""
     i, n = shard
+    check_int("jobs", jobs, 1)
+    if jobs > 1 and store is not None:
+        from ._workers import run_units
+
+        run_units([c for k, c in enumerate(points) if k % n == i], store.out, jobs=jobs, log=log)
     recs = []
     for k, cfg in enumerate(points):
         if store is not None and store.done(cfg):

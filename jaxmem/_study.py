@@ -309,27 +309,21 @@ def _scores(c, W, p, name):
 # ---------------------------------------------------------------- running a study
 
 
-def run_study(spec: StudySpec, out: str, *, log=None) -> dict:
+def run_study(spec: StudySpec, out: str, *, log=None, jobs: int = 1) -> dict:
     """Measure everything `spec` asks for into the folder `out` (resumable: finished units are
-    read, not rerun).
+    read, not rerun), by `jobs` worker processes (`_workers`; the records do not depend on it).
 
     **Returns:** `dict(seconds=..., units=...)`."""
+    from ._workers import run_units
+
     t0 = time.perf_counter()
     store = Store(out)
     points = study_points(spec)
-    recs = measure(points, store=store, log=log)
+    recs = measure(points, store=store, log=log, jobs=jobs)
     margins = margin_configs(spec, recs)
-    for k, cfg in enumerate(margins):
-        if store.done(cfg):
-            continue
-        if log is not None:
-            print(
-                f"[max margin {k + 1}/{len(margins)}] d={cfg['d']} {cfg['problem']} {cfg['model']} "
-                f"kappa={cfg['kappa']:.2f}, seeds {cfg['seeds'][0]}..{cfg['seeds'][1] - 1}",
-                file=log,
-                flush=True,
-            )
-        store.write(cfg, run_margin_unit(cfg))
+    if log is not None and any(not store.done(c) for c in margins):
+        print(f"[max-margin memories: {len(margins)} units]", file=log, flush=True)
+    run_units(margins, out, jobs=jobs, log=log)
     return dict(seconds=time.perf_counter() - t0, units=len(points) + len(margins))
 
 

@@ -43,6 +43,10 @@ from ._validate import check_int, check_real, InvalidArgument
 
 
 SOLVERS = ("certified", "adam", "hebbian")
+# A certified search whose steps cost less than this (P^2 d per instance, 4x for the DP's
+# per-input candidates) compiles one batch size: on the 2-core CPU a compilation there costs more
+# than the steps compaction saves (measured on the demo's units: d <= 32 OP, d <= 24 DP).
+_SMALL_WORK = 4e6
 
 
 class SearchPlan(eqx.Module):
@@ -241,7 +245,9 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
     `W = 0`: a warm start from the seed's last storable memory was measured to double the
     iterations (its scale is far from the new problem's). The constraints are padded to the
     multiple of `plan.pad` that the running proposals need, up or down (a seed's sequence of
-    `p`, hence its decisions, is that of a round-by-round search)."""
+    `p`, hence its decisions, is that of a round-by-round search). Where a step is cheap
+    (`_SMALL_WORK`) a compilation costs more than the steps it saves: there the batch is neither
+    compacted nor re-padded down, so each padding compiles one program."""
     n, P_all, d = tasks.inputs.shape
     plan = search.plan
     current = search.propose(np.arange(n))
@@ -256,9 +262,12 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
 
     solver, inst = build(P)
     shown = [time.perf_counter()]
+    big = lambda P: P * P * d * (1 if tasks.shared else 4) >= _SMALL_WORK
+    compact = big(P)
 
     def padded(idx):
-        return jnp.asarray(np.concatenate([idx, np.full(bucket(idx.size, n) - idx.size, idx[-1])]))
+        size = bucket(idx.size, n) if compact else n
+        return jnp.asarray(np.concatenate([idx, np.full(size - idx.size, idx[-1])]))
 
     def refill(done, inst, st):
         nonlocal P
@@ -280,9 +289,9 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
         if not again.size:
             return inst, st, again
         current[again] = search.propose(again)
-        # every searching seed has a decision running: pad to what they need, up or down
+        # every searching seed has a decision running: pad to what they need, up (or down)
         need = size(current[search.searching()])
-        if need != P:
+        if need > P or (need < P and big(P)):
             P = need
             _, inst = build(P)
             st = resize_states(st, P)
@@ -292,7 +301,7 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
         st = scatter(st, idx, init_states(solver, gather(inst, idx)))
         return inst, st, again
 
-    run_ensemble(solver, inst, chunk=cfg.chunk, refill=refill)
+    run_ensemble(solver, inst, chunk=cfg.chunk, refill=refill, compact=compact)
 
 
 def search_thresholds(
@@ -342,11 +351,21 @@ def search_thresholds(
             break
         ps = search.propose(active)
         P = min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
-        tasks_b = jax.tree.map(lambda x: x[jnp.asarray(active)], tasks)
+        # a power-of-two batch (copies of the last seed, dropped): compiles stay at one per
+        # bucket, and an instance's run does not depend on the rest of the batch
+        k = active.size
+        extra = bucket(k, n) - k
+        rows = np.concatenate([active, np.full(extra, active[-1])])
+        tasks_b = jax.tree.map(lambda x: x[jnp.asarray(rows)], tasks)
         status, margin, bound, iters = _adam_round(
-            tasks_b, ps, P, model_rank=rank, decide_cfg=decide_config, adam_cfg=adam_config
+            tasks_b,
+            np.concatenate([ps, np.full(extra, ps[-1])]),
+            P,
+            model_rank=rank,
+            decide_cfg=decide_config,
+            adam_cfg=adam_config,
         )
-        search.record(active, ps, status, margin, bound, iters)
+        search.record(active, ps, status[:k], margin[:k], bound[:k], iters[:k])
         rnd += 1
         if log is not None:
             print(

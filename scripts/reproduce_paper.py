@@ -15,16 +15,18 @@ import time
 
 from jaxmem._study import PAPER, QUICK, run_study, write_report
 from jaxmem._sweep import Store
+from jaxmem._workers import default_jobs
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="the CPU-sized check of the same path")
+    ap.add_argument("--jobs", type=int, default=0, help="worker processes (0: as jaxmem demo)")
     a = ap.parse_args(argv)
     t0 = time.perf_counter()
     Store(a.out).note_command(sys.argv)
-    run_study(QUICK if a.quick else PAPER, a.out, log=sys.stderr)
+    run_study(QUICK if a.quick else PAPER, a.out, log=sys.stderr, jobs=a.jobs or default_jobs())
     path, _ = write_report(a.out)
     print(f"report: {path}   ({time.perf_counter() - t0:.0f} s)")
 

@@ -131,3 +131,23 @@ def test_study_end_to_end_and_capacity_reproduces_the_table(tmp_path, capsys):
     stamp = {f: os.path.getmtime(os.path.join(out, "records", f)) for f in before}
     run_study(_tiny(), out)
     assert {f: os.path.getmtime(os.path.join(out, "records", f)) for f in before} == stamp
+
+
+def test_records_do_not_depend_on_the_number_of_worker_processes(tmp_path):
+    """Worker processes (`jobs=2`) write the same records as the serial run, each unit once."""
+    from jaxmem._measure import measure, point_configs
+    from jaxmem._sweep import Store
+    from jaxmem._train import TrainConfig
+
+    points = point_configs(d=6, problem="op", seeds=4, group=2) + point_configs(
+        d=6, problem="op", seeds=2, solver="adam", adam_config=TrainConfig(steps=300, lr=0.05)
+    )
+    strip = lambda recs: sorted(
+        json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in recs
+    )
+    serial = measure(points, store=Store(str(tmp_path / "serial")))
+    parallel = measure(points, store=Store(str(tmp_path / "parallel")), jobs=2)
+    assert strip(parallel) == strip(serial)
+    assert len(os.listdir(tmp_path / "parallel" / "records")) == len(points)
+    with pytest.raises(ValueError, match="jobs"):
+        measure(points, jobs=0)

@@ -228,7 +228,10 @@ def _cmd_demo(a):
     t0 = time.perf_counter()
     store = Store(a.out)
     store.note_command(sys.argv)
-    run_study(QUICK if a.quick else DEMO, a.out, log=None if (a.json or a.quiet) else sys.stderr)
+    from .._workers import default_jobs
+
+    jobs = a.jobs or default_jobs()
+    run_study(QUICK if a.quick else DEMO, a.out, log=None if (a.json or a.quiet) else sys.stderr, jobs=jobs)
     path, rows = write_report(a.out)
     seconds = time.perf_counter() - t0
     if a.json:
@@ -312,6 +315,12 @@ def add_commands(sub) -> None:
     d = sub.add_parser("demo", help="the main job: the CPU-sized capacity study and its report")
     d.add_argument("--out", default="jaxmem-demo")
     d.add_argument("--quick", action="store_true", help="a minutes-long check of the same path")
+    d.add_argument(
+        "--jobs",
+        type=integer(0, 64),
+        default=0,
+        help="worker processes (0: one per CPU core up to 4 on the CPU, 1 on an accelerator)",
+    )
     d.add_argument("--quiet", action="store_true")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=_cmd_demo)

@@ -148,14 +148,17 @@ def default_key(key, seed: int = 0):
     return jax.random.key(seed) if key is None else key
 
 
+@functools.partial(jax.jit, static_argnames="shape")
 def uniform(key, shape=()):
     """Float64 uniforms in `(0, 1)` with 53 random bits, from two 32-bit draws (no 64-bit
-    integer op, so it also lowers inside a `jit` traced with x64 off)."""
+    integer op, so it also lowers inside a `jit` traced with x64 off). Jitted: called outside a
+    `jit`, its ops would each be dispatched and compiled alone."""
     hi, lo = jax.random.bits(key, (2, *shape), jnp.uint32)
     top = (hi >> 11).astype(jnp.float64) * 2.0**32 + lo.astype(jnp.float64)  # 21 + 32 bits
     return (top + 0.5) * 2.0**-53
 
 
+@functools.partial(jax.jit, static_argnames="shape")
 def normal(key, shape=()):
     """Standard normal float64 samples: the Gaussian quantile of `uniform` (accurate in both
     tails)."""
@@ -164,6 +167,7 @@ def normal(key, shape=()):
     return ndtri(uniform(key, shape))
 
 
+@functools.partial(jax.jit, static_argnames="shape")
 def exponential(key, shape=()):
     """Standard exponential float64 samples, `-log(u)`."""
     return -jnp.log(uniform(key, shape))
