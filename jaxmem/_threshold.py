@@ -14,6 +14,7 @@ whole ensemble in one vmapped run, padded to a common size and masked.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -77,8 +78,10 @@ def _first_p(d: int) -> int:
     return max(2, round(d * d / max(math.log(d * d), 1.0)))
 
 
+@functools.lru_cache(maxsize=256)
 def guess_p(d: int, kappa: float = 1.0) -> int:
-    """The `p` at which the load equals the theory's `alpha_c(p, kappa)` (a fixed point)."""
+    """The `p` at which the load equals the theory's `alpha_c(p, kappa)` (a fixed point; cached:
+    a study asks it for every point at the same `d`, and each costs a second of sampling)."""
     from . import theory as th
 
     p = _first_p(d)

@@ -7,6 +7,8 @@ rank-`m = kappa d` memory keeps `F(kappa) = int_{s_kappa}^2 s^2 rho_qc(s) ds` of
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import optimistix as optx
@@ -19,9 +21,11 @@ def _mass_above(phi):
     return (2 * phi - jnp.sin(2 * phi)) / jnp.pi
 
 
+@jax.jit
 def _phi(kappa):
     """`phi` in [0, pi/2] with mass `kappa` above `2 cos(phi)`; bisection, implicit gradient.
-    NaN for a (traced) `kappa` outside `[0, 1]`: never a plausible number."""
+    NaN for a (traced) `kappa` outside `[0, 1]`: never a plausible number. Jitted: run op by
+    op, every call would compile its loop anew."""
     fn = lambda phi, k: _mass_above(phi) - k
     valid = (kappa > 0) & (kappa <= 1)
     sol = optx.root_find(
@@ -124,13 +128,17 @@ def product_spectrum(key, d: int, p: int, *, samples: int = 4, kappa: float = 1.
     **Returns:** `samples * m` normalised singular values.
     """
     m = rank_of(d, kappa=kappa)
+    return _product_sv(key, d, p, m, samples, F(kappa))
 
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))
+def _product_sv(key, d, p, m, samples, Fk):
     def one(k):
         ku, ke = jax.random.split(k)
         U = normal(ku, (p, d))
         E = normal(ke, (p, d))
         s = jnp.linalg.svd(U.T @ E, compute_uv=False)[:m]
-        return s * jnp.sqrt(d * d * F(kappa) / jnp.sum(s * s)) / jnp.sqrt(d)
+        return s * jnp.sqrt(d * d * Fk / jnp.sum(s * s)) / jnp.sqrt(d)
 
     return jax.vmap(one)(jax.random.split(key, samples)).ravel()
 
@@ -147,7 +155,11 @@ def init_spectrum(key, d: int, *, samples: int = 8, kappa: float = 1.0):
     rank fraction.
     """
     m = rank_of(d, kappa=kappa)
+    return _init_sv(key, d, m, samples, F(kappa))
 
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _init_sv(key, d, m, samples, Fk):
     def one(k):
         kq, kr = jax.random.split(k)
         if m == d:
@@ -155,6 +167,6 @@ def init_spectrum(key, d: int, *, samples: int = 8, kappa: float = 1.0):
         else:
             W = normal(kq, (d, m)) @ normal(kr, (d, m)).T
         s = jnp.linalg.svd(W, compute_uv=False)[:m]
-        return s * jnp.sqrt(d * d * F(kappa) / jnp.sum(s * s)) / jnp.sqrt(d)
+        return s * jnp.sqrt(d * d * Fk / jnp.sum(s * s)) / jnp.sqrt(d)
 
     return jax.vmap(one)(jax.random.split(key, samples)).ravel()
