@@ -1,12 +1,12 @@
 """Units of work run by parallel worker processes that share one `Store` folder.
 
-On a CPU host XLA compiles on one thread, and the small problems of a study run on about one,
-so a serial study leaves the other cores idle for most of its time. Workers (spawned
-processes, each with its own JAX) take whole *families* of units, the units that differ only
-in their seeds, hence share every compiled program, from one queue, the costliest first, and
-write each unit's record file atomically as soon as it finishes. A unit's records do not
-depend on which process ran it, so a study run by any number of workers, or resumed after an
-interruption, has the same records as a serial one.
+On the 2-core CPU a serial study keeps only about 1.5 cores busy: most of its units are
+compilation, and their steps are too small to spread over threads. Workers (spawned processes,
+each with its own JAX) take whole *families* of units, the units that differ only in their
+seeds, hence share every compiled program, from one queue, the costliest first, and write each
+unit's record file atomically as soon as it finishes. A unit runs the same batches whichever
+process runs it, so a study run by any number of workers, or resumed after an interruption,
+has the same records as a serial one.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _family_cost(cfgs: list[dict]) -> float:
     return (1.0 if cfgs[0].get("solver") == "hebbian" else 20.0) + sum(map(_cost, cfgs))
 
 
-def run_one(cfg: dict, *, log=None) -> list[dict]:
+def run_one(cfg: dict) -> list[dict]:
     """The records of one unit of work, threshold search or max-margin solve."""
     from ._measure import _release_compiled, run_unit
     from ._study import MARGIN_KIND, run_margin_unit
@@ -57,7 +57,7 @@ def run_one(cfg: dict, *, log=None) -> list[dict]:
     _release_compiled()
     if cfg.get("kind") == MARGIN_KIND:
         return run_margin_unit(cfg)
-    return run_unit(cfg, log=log)
+    return run_unit(cfg)
 
 
 def _label(cfg: dict) -> str:

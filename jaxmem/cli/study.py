@@ -224,12 +224,11 @@ def _cmd_demo(a):
     from .._estimate import public
     from .._study import DEMO, QUICK, run_study, write_report
     from .._sweep import Store
+    from .._workers import default_jobs
 
     t0 = time.perf_counter()
     store = Store(a.out)
     store.note_command(sys.argv)
-    from .._workers import default_jobs
-
     jobs = a.jobs or default_jobs()
     run_study(QUICK if a.quick else DEMO, a.out, log=None if (a.json or a.quiet) else sys.stderr, jobs=jobs)
     path, rows = write_report(a.out)
