@@ -205,7 +205,7 @@ def test_fault_python_api_refuses_bad_values_and_accepts_numpy_scalars():
     assert jm.p_from_alpha(8, np.float32(0.5)) == jm.p_from_alpha(8, 0.5)
     assert jm.rank_of(8, kappa=np.float32(0.5)) == 4
     assert float(th.hebbian(np.int64(8), 10).accuracy) == float(th.hebbian(8, 10).accuracy)
-    for args, name in [((8, 1), "p"), ((0, 10), "d"), ((8, 10, "xp"), "problem")]:
+    for args, name in [((8, 1), "^p must"), ((0, 10), "^d must"), ((8, 10, "xp"), "^problem must")]:
         with pytest.raises(ValueError, match=name):
             th.hebbian_scores(*args, samples=10)
     with jax.enable_x64(True):  # float64 tasks train in float64
