@@ -22,6 +22,7 @@ import numpy as np
 from ._estimate import CapacityRow
 from ._models import rank_of, resolve_kappa
 from ._solvers._decide import DecideConfig, STATUS
+from ._solvers._dispatch import choose_decider
 from ._sweep import config_id, Store
 from ._tasks import alpha_of, EMBEDDINGS, make_task, p_from_alpha
 from ._threshold import (
@@ -96,6 +97,11 @@ def point_configs(
         max_iter=decide_config.max_iter,
         memory=decide_config.memory,
     )
+    if solver == "certified":
+        decider = choose_decider(decide_config, d=d, problem=problem, factored=model == "factored")
+        base.update(decider=decider)
+        if decider == "working-set":
+            base.update(working_set=decide_config.working_set, outer_every=decide_config.outer_every)
     if solver == "adam":
         base.update(steps=adam_config.steps, lr=adam_config.lr, init_scale=adam_config.init_scale)
         if adam_config.accuracy != 1.0:
@@ -119,7 +125,15 @@ def run_unit(cfg: dict, *, log=None) -> list[dict]:
         for s in range(s0, s1)
     ]
     tasks = jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)
-    dcfg = DecideConfig(tol=cfg["tol"], max_iter=cfg["max_iter"], memory=cfg["memory"])
+    # a record without `decider` was written before the working-set decider existed: dense
+    ws = {k: cfg[k] for k in ("working_set", "outer_every") if k in cfg}
+    dcfg = DecideConfig(
+        tol=cfg["tol"],
+        max_iter=cfg["max_iter"],
+        memory=cfg["memory"],
+        decider=cfg.get("decider", "dense"),
+        **ws,
+    )
     acfg = (
         TrainConfig(
             steps=cfg["steps"],

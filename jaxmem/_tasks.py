@@ -208,6 +208,8 @@ class DPTask(AbstractTask):
 
     def candidates(self, rows, cols):
         mu, rho = jnp.broadcast_arrays(jnp.asarray(rows), jnp.asarray(cols))
+        if self.materialised is not None:
+            return self.materialised[mu, rho]
         dtype = self.inputs.dtype
         draw = dtype if self.draw_dtype is None else jnp.dtype(self.draw_dtype)
 

@@ -27,16 +27,14 @@ from jax import lax
 from ._models import Factored, FullRank
 from ._solvers._constraints import batch_constraints
 from ._solvers._decide import (
-    conclude,
     DecideConfig,
-    decision_instances,
-    resize_states,
     STORABLE,
     stored_fraction,
     UNDECIDED,
     UNSTORABLE,
     verify,
 )
+from ._solvers._dispatch import decider_parts
 from ._solvers._runner import bucket, gather, init_states, run_ensemble, scatter
 from ._tasks import alpha_of, p_from_alpha, Task
 from ._train import AdamProtocol, TrainConfig, TrainInstance
@@ -257,11 +255,11 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
     size = lambda ps: min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
     P = size(current)
 
+    parts = decider_parts(cfg, d=d, problem=tasks.problem, rank=rank)
+
     def build(P):
         # a finished seed's last p may exceed P; its slot is never stepped again
-        ps = np.minimum(current, P)
-        cons = batch_constraints(tasks, ps, P, stream=cfg.stream, block=cfg.block)
-        return decision_instances(cons, rank=rank, config=cfg)
+        return parts.instances(tasks, np.minimum(current, P), P)
 
     solver, inst = build(P)
     shown = [time.perf_counter()]
@@ -275,7 +273,7 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
     def refill(done, inst, st):
         nonlocal P
         idx = padded(done)
-        dec = conclude(solver, gather(inst, idx), gather(st, idx))
+        dec = parts.conclude(solver, gather(inst, idx), gather(st, idx))
         k = done.size
         search.record(
             done, current[done], dec.status[:k], dec.margin[:k], dec.margin_bound[:k], dec.iterations[:k]
@@ -297,14 +295,14 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
         if need > P or (need < P and big(P)):
             P = need
             _, inst = build(P)
-            st = resize_states(st, P)
+            st = parts.resize(st, P)
         else:
             inst = eqx.tree_at(lambda i: i.cons.p, inst, jnp.asarray(np.minimum(current, P), jnp.int32))
         idx = padded(again)
         st = scatter(st, idx, init_states(solver, gather(inst, idx)))
         return inst, st, again
 
-    run_ensemble(solver, inst, chunk=cfg.chunk, refill=refill, compact=compact)
+    run_ensemble(solver, inst, chunk=parts.chunk, refill=refill, compact=compact)
 
 
 def search_thresholds(

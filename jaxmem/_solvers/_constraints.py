@@ -137,15 +137,20 @@ class StreamedConstraints(eqx.Module):
     def inputs(self):
         return self.task.inputs
 
+    def tiling(self) -> tuple[int, int, int, int]:
+        """`(B, R, nr, nb)`: columns and rows of a tile, and the numbers of row and column blocks."""
+        P = self.task.p
+        B = int(min(self.block, P))
+        R = int(self.task.row_block(B))
+        return B, R, -(-P // R), -(-P // B)
+
     def _pass(self, Vs, fn, init, row_init, row_done):
         """Fold `fn(carry, row_carry, r, rows, cols, valid, scores, C)` over every tile, with
         `scores[k]` the `(R, B)` scores of `Vs[k]` and `C` the candidate tile; `row_init(R)` and
         `row_done(carry, row_carry, r, rows)` bracket each row block."""
         task = self.task
         P = task.p
-        B = int(min(self.block, P))
-        R = int(task.row_block(B))
-        nr, nb = -(-P // R), -(-P // B)
+        B, R, nr, nb = self.tiling()
         Vs = [jnp.pad(V, ((0, nr * R - P), (0, 0))) for V in Vs]
 
         def row_pass(carry, r):

@@ -36,14 +36,14 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-from .._tasks import Task
 from .._validate import check_int, check_real, InvalidArgument
-from ._constraints import batch_constraints, Constraints, HIGHEST, StreamedConstraints
+from ._constraints import Constraints, HIGHEST, StreamedConstraints
 from ._runner import AbstractEnsembleSolver, run_ensemble
 
 
 STORABLE, UNSTORABLE, UNDECIDED = 0, 1, 2
 STATUS = ("storable", "unstorable", "undecided")
+DECIDERS = ("dense", "working-set", "auto")
 _RUNNING = -1
 
 
@@ -61,6 +61,11 @@ class DecideConfig(eqx.Module):
       budget of `max_iter` iterations after the full-rank phase.
     - `stream`, `block`: the margins are never formed (`StreamedConstraints`, full rank only)
       where `use_stream` says so (`None`) or `stream` forces it; `block` columns per tile.
+    - `decider`: `"dense"` (the `Decider`: every iteration touches all `p (p - 1)` margins),
+      `"working-set"` (the `WorkingSetDecider`, full rank only: iterations on `working_set`
+      competitors per input, outer passes over all of them) or `"auto"` (`choose_decider`).
+    - `working_set`: competitors per input in the working set (`k`).
+    - `outer_every`: the most inner iterations between two outer passes.
     """
 
     tol: float = 1e-5
@@ -70,6 +75,9 @@ class DecideConfig(eqx.Module):
     rank_rounds: int = 20
     stream: bool | None = None
     block: int = 256
+    decider: str = "dense"
+    working_set: int = 32
+    outer_every: int = 20
 
     def __check_init__(self):
         check_real("tol", self.tol, low=0.0, low_open=True, high=1.0)
@@ -78,6 +86,10 @@ class DecideConfig(eqx.Module):
         check_int("chunk", self.chunk, 1)
         check_int("rank_rounds", self.rank_rounds, 1)
         check_int("block", self.block, 1)
+        check_int("working_set", self.working_set, 1)
+        check_int("outer_every", self.outer_every, 1)
+        if self.decider not in DECIDERS:
+            raise InvalidArgument(f"decider must be one of {', '.join(DECIDERS)}; got {self.decider!r}")
         if self.stream not in (None, True, False):
             raise InvalidArgument(f"stream must be None, True or False, got {self.stream!r}")
 
@@ -611,43 +623,3 @@ def resize_states(st: _State, P: int) -> _State:
     pad = P - M.shape[-1]
     M = jnp.pad(M, ((0, 0), (0, pad), (0, pad)), constant_values=2.0)
     return eqx.tree_at(lambda s: s.opt.M, st, M)
-
-
-def decide(
-    tasks: Task,
-    *,
-    model: str = "full",
-    kappa: float | None = None,
-    p=None,
-    config: DecideConfig = DecideConfig(),
-    W0=None,
-) -> Decision:
-    """Decide, for each task of a batch, whether some memory stores all its associations.
-
-    **Arguments:**
-
-    - `tasks`: a batch from `make_tasks` (leading ensemble axis), OP or DP.
-    - `model`: `"full"` (`W` in `R^{d x d}`) or `"factored"` (`W = Q R^T` of rank `m`).
-    - `kappa`: the rank fraction `m / d` of a factored memory (rounded as `rank_of`).
-    - `p`: decide the prefix of the first `p` associations of each task (an int, or one per
-      task; default all of them). Nested tasks make this the task at `p`.
-    - `config`: a `DecideConfig`.
-    - `W0`: optional warm starts, `(n, d, d)`.
-
-    **Returns:** a `Decision` with one entry per task.
-    """
-    from .._models import resolve_kappa
-
-    if tasks.inputs.ndim != 3:
-        raise InvalidArgument("tasks must be a batch from make_tasks (leading ensemble axis)")
-    n, P, d = tasks.inputs.shape
-    if model not in ("full", "factored"):
-        raise InvalidArgument(f"model must be 'full' or 'factored', got {model!r}")
-    ps = np.broadcast_to(np.asarray(P if p is None else p), (n,))
-    if not (np.issubdtype(ps.dtype, np.integer) and np.all((ps >= 2) & (ps <= P))):
-        raise InvalidArgument(f"p must be integers in [2, {P}], got {ps.tolist()}")
-    Pb = int(ps.max())
-    cons = batch_constraints(tasks, ps, Pb, stream=config.stream, block=config.block)
-    m, _ = resolve_kappa(model, d, kappa)
-    rank = m if model == "factored" else None
-    return decide_constraints(cons, rank=rank, W0=W0, config=config)

@@ -1,0 +1,379 @@
+"""The working-set decider: certified storability at the cost of the few constraints that matter
+(docs/science.md, 2.7 and 2.9).
+
+At a minimiser of the squared hinge only a handful of the `p - 1` competitors of each input have
+a margin below 1; every other constraint contributes nothing to the loss or its gradient. The
+`WorkingSetDecider` minimises the squared hinge restricted to a working set `J` of `k`
+competitors per input,
+
+    L_J(W) = sum_mu sum_{rho in J_mu} (1 - <W, A_{mu rho}>)_+^2,
+
+by the dense decider's L-BFGS and exact line search, at `O(p d^2 + p k d)` per iteration instead
+of `O(p^2 d)`. One solver step is up to `outer_every` such inner iterations followed by one
+**outer pass** over all `p (p - 1)` margins, tile by tile (`StreamedConstraints`; DP candidates
+regenerated from the key or read where materialised). The pass gives the least margin of the
+whole system and, per input, the `k` competitors of lowest margin, which become the next working
+set. The L-BFGS pairs are kept across the swap: while `J` holds every constraint of margin below
+1, `L_J` and the full loss agree near the iterate, and so do their curvatures.
+
+- **Storable** is concluded only by an outer pass: every one of the `p (p - 1)` margins positive
+  (then recomputed in float64 over all constraints).
+- **Unstorable**: the residuals of `L_J`, extended by zeros outside `J`, are non-negative
+  multipliers of the whole system, so `|sum_{i in J} r_i A_i|_F / (a sum r_i)` bounds the best
+  normalised margin `gamma*` of the whole system from above, whatever `J` is: a subsystem that
+  cannot be stored with margin `tol` proves the same of the system. The bound is recomputed in
+  float64 from `W` and `J`; `a` is the root-mean-square norm of all constraints.
+
+`k` is the one static shape of the working set: `working_set` competitors per input (32 by
+default, about 4 times the 7 that are active at the max-margin optimum). Each outer pass also
+counts, per input, the constraints of margin below 1 (`active`); an input with more than `k` of
+them means `L_J` misses part of the loss. That slows convergence but never a certificate: the
+next decision of a search then runs with `k` doubled (`next_working_set`).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jaxtyping import Array, Bool, Float, Int
+
+from .._validate import check_int
+from ._constraints import HIGHEST, StreamedConstraints
+from ._decide import (
+    _bound,
+    _LBFGS,
+    _lbfgs_init,
+    _lbfgs_step,
+    _Linear,
+    _RUNNING,
+    _to64,
+    DecideConfig,
+    Decision,
+    STORABLE,
+    UNDECIDED,
+    UNSTORABLE,
+)
+from ._runner import AbstractEnsembleSolver, run_ensemble
+
+
+# An instance stops to have its working set doubled (status _GROW) once an input has had more
+# active constraints than k at _PATIENCE consecutive outer passes, after the first _START inner
+# iterations (from W = 0 every margin starts below 1, so early passes always overflow).
+_GROW = 3
+_PATIENCE = 5
+_START = 50
+
+
+class _WSInstance(eqx.Module):
+    cons: StreamedConstraints
+    W0: Float[Array, "d d"]
+
+
+class _WSState(eqx.Module):
+    opt: _LBFGS  # L-BFGS on L_J; `M` holds the (P, k) margins of the working set
+    J: Int[Array, "P k"]  # the working set: competitors of each input
+    C: Float[Array, "P k d"]  # their candidates c^(mu)_J
+    valid: Bool[Array, "P k"]  # real constraints of J (rows and columns < p, not the target)
+    status: Int[Array, ""]
+    over: Int[Array, ""]  # consecutive outer passes at which an input had more than k active
+    total: Int[Array, ""]  # inner iterations
+    passes: Int[Array, ""]  # outer passes (the first at initialisation)
+    active: Int[Array, ""]  # the most constraints of margin < 1 of one input, at the last pass
+    a: Float[Array, ""]
+
+
+def _ws_op(cons: StreamedConstraints, C, valid) -> _Linear:
+    """Margins of the working set and their adjoint: `M[mu, j] = v_mu . (u_mu - c^(mu)_{J[mu, j]})`,
+    `v = E W^T`; `adjoint(R) = sum R[mu, j] A_{mu J[mu, j]} = X^T E`,
+    `X[mu] = (sum_j R[mu, j]) u_mu - sum_j R[mu, j] c^(mu)_{J[mu, j]}`."""
+    E, U = cons.task.inputs, cons.task.targets
+
+    def apply(W):
+        V = jnp.matmul(E, W.T, precision=HIGHEST)
+        s = jnp.einsum("pd,pkd->pk", V, C, precision=HIGHEST)
+        return jnp.where(valid, jnp.sum(V * U, axis=1)[:, None] - s, 0.0)
+
+    def adjoint(R):
+        X = R.sum(axis=1)[:, None] * U - jnp.einsum("pk,pkd->pd", R, C, precision=HIGHEST)
+        return jnp.matmul(X.T, E, precision=HIGHEST)
+
+    return _Linear(apply, adjoint)
+
+
+def outer_pass(cons: StreamedConstraints, W, k: int):
+    """One pass over every constraint at `W`, tile by tile: the least margin, per input the `k`
+    competitors of lowest margin (`(P, k)` columns; `inf` margins where fewer than `k` are real),
+    and per input the number of margins below 1.
+
+    **Returns:** `(least margin, J, margins of J, active counts)`."""
+    task = cons.task
+    P = task.p
+    V = jnp.matmul(task.inputs, W.T, precision=HIGHEST)
+    dtype = W.dtype
+    if not task.shared and not task.streams_only:
+        # materialised DP candidates: one contraction over them, not a gather per tile
+        idx = jnp.arange(P)
+        real = idx < cons.p
+        valid = real[:, None] & real[None, :] & (idx[:, None] != idx[None, :])
+        S = task.score_matrix(V, HIGHEST)
+        M = jnp.where(valid, jnp.diagonal(S)[:, None] - S, jnp.inf)
+        neg, J = lax.top_k(-M, k)
+        return jnp.min(M), J.astype(jnp.int32), -neg, jnp.sum(M < 1.0, axis=1).astype(jnp.int32)
+    _, R, nr, _ = cons.tiling()
+    Up = jnp.pad(task.targets, ((0, nr * R - P), (0, 0)))
+    Vp = jnp.pad(V, ((0, nr * R - P), (0, 0)))
+
+    def fn(carry, rc, r, rows, cols, valid, scores, C):
+        vals, idx, act = rc
+        target = jnp.sum(Vp[rows] * Up[rows], axis=1)
+        M = jnp.where(valid, target[:, None] - scores[0], jnp.inf)
+        both = jnp.concatenate([vals, M], axis=1)
+        cand = jnp.concatenate([idx, jnp.broadcast_to(cols.astype(jnp.int32), M.shape)], axis=1)
+        neg, pos = lax.top_k(-both, k)
+        act = act + jnp.sum(M < 1.0, axis=1).astype(jnp.int32)
+        return carry, (-neg, jnp.take_along_axis(cand, pos, axis=1), act)
+
+    def row_init(R):
+        return jnp.full((R, k), jnp.inf, dtype), jnp.zeros((R, k), jnp.int32), jnp.zeros((R,), jnp.int32)
+
+    def row_done(carry, rc, r, rows):
+        vals, idx, act = rc
+        Vals, Idx, Act = carry
+        return (
+            lax.dynamic_update_slice_in_dim(Vals, vals, r * R, 0),
+            lax.dynamic_update_slice_in_dim(Idx, idx, r * R, 0),
+            lax.dynamic_update_slice_in_dim(Act, act, r * R, 0),
+        )
+
+    init = (
+        jnp.zeros((nr * R, k), dtype),
+        jnp.zeros((nr * R, k), jnp.int32),
+        jnp.zeros((nr * R,), jnp.int32),
+    )
+    Vals, Idx, Act = cons._pass([V], fn, init, row_init, row_done)
+    Vals, Idx, Act = Vals[:P], Idx[:P], Act[:P]
+    return jnp.min(Vals[:, 0]), Idx, Vals, Act
+
+
+def _gather(cons: StreamedConstraints, J):
+    """The candidates `c^(mu)_{J[mu, j]}`, `(P, k, d)`, and the mask of the real constraints."""
+    task = cons.task
+    rows = jnp.arange(task.p)[:, None]
+    real = rows < cons.p
+    valid = real & (J < cons.p) & (J != rows)
+    C = task.candidates(rows, jnp.minimum(J, task.p - 1))
+    return jnp.where(valid[..., None], C, task.targets[:, None, :]), valid
+
+
+def _merge(J, M, valid, J_pass, M_pass):
+    """The next working set: per input, the members that still carry a residual (margin below 1)
+    first, then the lowest margins of the pass. An input with more than `k` such constraints
+    keeps its set, so `L_J` stays fixed there and L-BFGS converges on it instead of cycling."""
+    k = J.shape[1]
+    seen = jnp.any(J_pass[:, :, None] == jnp.where(valid, J, -1)[:, None, :], axis=2)
+    # tiers: members with a residual, outsiders with one, other members, other outsiders
+    tier = lambda m, first, second: jnp.where(m < 1.0, m - first, m + second)
+    key_member = jnp.where(valid, tier(M, 4e30, 0.0), jnp.inf)
+    key_pass = jnp.where(seen, jnp.inf, tier(M_pass, 2e30, 1e30))
+    key = jnp.concatenate([key_member, key_pass], axis=1)
+    _, pos = lax.top_k(-key, k)
+    return jnp.take_along_axis(jnp.concatenate([J, J_pass], axis=1), pos, axis=1)
+
+
+class WorkingSetDecider(AbstractEnsembleSolver):
+    """Squared-hinge L-BFGS on a working set with outer passes; see the module docstring."""
+
+    config: DecideConfig
+    k: int = eqx.field(static=True)
+
+    def _swap(self, cons, opt: _LBFGS, J):
+        """The state of `opt` on the working set `J` (margins, gradient and residual sum re-taken;
+        the L-BFGS pairs kept)."""
+        C, valid = _gather(cons, J)
+        op = _ws_op(cons, C, valid)
+        M = jnp.where(valid, op.apply(opt.X), 2.0)
+        res = jnp.where(valid, jnp.maximum(1.0 - M, 0.0), 0.0)
+        g = -2.0 * op.adjoint(res)
+        opt = eqx.tree_at(lambda o: (o.M, o.g, o.rsum, o.stored), opt, (M, g, jnp.sum(res), jnp.min(M) > 0))
+        return opt, C, valid
+
+    def init(self, inst: _WSInstance) -> _WSState:
+        cons = inst.cons
+        W0 = inst.W0
+        cold = jnp.all(W0 == 0)
+        # from W = 0 every margin is 0: the first working set is that of the Hebbian memory
+        real = (jnp.arange(cons.task.p) < cons.p)[:, None]
+        hebb = jnp.matmul((cons.task.targets * real).T, cons.task.inputs, precision=HIGHEST)
+        mmin, J, _, act = outer_pass(cons, jnp.where(cold, hebb, W0), self.k)
+        C, valid = _gather(cons, J)
+        opt = _lbfgs_init(_ws_op(cons, C, valid), W0, valid, self.config.memory)
+        zero = jnp.array(0, jnp.int32)
+        status = jnp.where(~cold & (mmin > 0), STORABLE, _RUNNING).astype(jnp.int32)
+        return _WSState(opt, J, C, valid, status, zero, zero, zero + 1, jnp.max(act), cons.rms_norm())
+
+    def step(self, inst: _WSInstance, st: _WSState) -> _WSState:
+        cfg = self.config
+        cons = inst.cons
+        op = _ws_op(cons, st.C, st.valid)
+
+        def cond(c):
+            opt, i = c
+            return (
+                (i < cfg.outer_every)
+                & ~opt.stored
+                & (_bound(opt.rsum, opt.g, st.a) >= cfg.tol / 2)
+                & (st.total + i < cfg.max_iter)
+            )
+
+        opt, i = lax.while_loop(cond, lambda c: (_lbfgs_step(op, c[0]), c[1] + 1), (st.opt, jnp.array(0)))
+        total = st.total + i.astype(jnp.int32)
+        unstorable = _bound(opt.rsum, opt.g, st.a) < cfg.tol / 2
+        mmin, J, vals, act = outer_pass(cons, opt.X, self.k)
+        new, C, valid = self._swap(cons, opt, _merge(st.J, opt.M, st.valid, J, vals))
+        # an unstorable certificate lives on the working set that gave it: keep that one
+        keep = lambda a, b: jnp.where(unstorable, a, b)
+        opt = jax.tree.map(keep, opt, new)
+        over = jnp.where(jnp.max(act) > self.k, st.over + 1, 0)
+        grow = (over >= _PATIENCE) & (total >= _START) & (self.k < cons.task.p - 1)
+        status = jnp.where(
+            unstorable,
+            UNSTORABLE,
+            jnp.where(
+                mmin > 0,
+                STORABLE,
+                jnp.where(total >= cfg.max_iter, UNDECIDED, jnp.where(grow, _GROW, _RUNNING)),
+            ),
+        )
+        return _WSState(
+            opt,
+            keep(st.J, J),
+            keep(st.C, C),
+            keep(st.valid, valid),
+            status.astype(jnp.int32),
+            over,
+            total,
+            st.passes + 1,
+            jnp.max(act),
+            st.a,
+        )
+
+    def done(self, st: _WSState) -> Bool[Array, ""]:
+        return st.status != _RUNNING
+
+    def weight(self, st: _WSState):
+        return st.opt.X
+
+
+def working_set_instances(cons: StreamedConstraints, *, W0=None, config: DecideConfig = DecideConfig()):
+    """The `WorkingSetDecider` and its batch of instances for streamed constraints `cons`
+    (leading ensemble axis); `W0` warm starts (default zero)."""
+    n, P, d = cons.inputs.shape
+    k = min(check_int("working_set", config.working_set, 1), P)
+    W0 = jnp.zeros((n, d, d), cons.inputs.dtype) if W0 is None else jnp.asarray(W0, cons.inputs.dtype)
+    return WorkingSetDecider(config, k), _WSInstance(cons, W0)
+
+
+@jax.jit
+def _certify64(cons: StreamedConstraints, C, valid, W):
+    """Float64: the normalised least margin of `W` over every constraint, and the bound of the
+    working set's multipliers `(1 - M_J)_+` extended by zeros."""
+    mmin = outer_pass(cons, W, 1)[0]
+    a = cons.rms_norm()
+    M = _ws_op(cons, C, valid).apply(W)
+    r = jnp.where(valid, jnp.maximum(1.0 - M, 0.0), 0.0)
+    G = _ws_op(cons, C, valid).adjoint(r)
+    rsum = jnp.sum(r)
+    bound = jnp.where(rsum > 0, jnp.linalg.norm(G) / (a * jnp.where(rsum > 0, rsum, 1.0)), jnp.inf)
+    wn = jnp.linalg.norm(W)
+    return mmin / (jnp.maximum(wn, jnp.finfo(W.dtype).tiny) * a), bound
+
+
+def verify_working_set(inst: _WSInstance, st: _WSState, tol: float):
+    """Both certificates of a batch recomputed in float64: `(status, margin, margin_bound)`;
+    storable when every one of the `p (p - 1)` margins is positive, else unstorable when the
+    working set's multipliers bound `gamma*` below `tol`."""
+    with jax.enable_x64(True):
+        f = jax.vmap(_certify64)
+        margin, bound = f(jax.tree.map(_to64, inst.cons), _to64(st.C), st.valid, _to64(st.opt.X))
+        margin, bound = np.asarray(margin).copy(), np.asarray(bound).copy()
+    status = np.where(margin > 0, STORABLE, np.where(bound < tol, UNSTORABLE, UNDECIDED))
+    return status, margin, bound
+
+
+def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSState) -> Decision:
+    """Certify finished instances in float64 (`verify_working_set`); a float32 near-tie whose
+    certificate fails its recheck is continued in float64 from where it stopped, and stays
+    undecided if that one fails too."""
+    config = solver.config
+    status, margin, bound = verify_working_set(inst, st, config.tol)
+    iterations = np.array(st.total)
+    W = np.asarray(st.opt.X)
+    solver_status = np.asarray(st.status)
+    grow = np.flatnonzero(solver_status == _GROW)
+    if grow.size:
+        # an input kept more active constraints than k: continue from W with k doubled
+        k = min(2 * solver.k, int(inst.cons.task.p))
+        sub = jax.tree.map(lambda x: x[grow], inst)
+        sub = _WSInstance(sub.cons, jnp.asarray(W[grow], W.dtype))
+        bigger = WorkingSetDecider(config, k)
+        st2, _ = run_ensemble(bigger, sub, chunk=1)
+        dec = conclude_working_set(bigger, sub, st2)
+        status[grow], margin[grow], bound[grow] = dec.status, dec.margin, dec.margin_bound
+        iterations[grow] += dec.iterations
+        W = W.astype(dec.weight.dtype)
+        W[grow] = dec.weight
+        solver_status = solver_status.copy()
+        solver_status[grow] = dec.status
+    refuted = ((solver_status == STORABLE) | (solver_status == UNSTORABLE)) & (status != solver_status)
+    if refuted.any() and inst.cons.inputs.dtype != jnp.float64:
+        idx = np.flatnonzero(refuted)
+        with jax.enable_x64(True):
+            sub = _WSInstance(jax.tree.map(lambda x: _to64(x[idx]), inst.cons), _to64(W[idx]))
+            st64, _ = run_ensemble(solver, sub, chunk=1)
+            s64 = np.asarray(st64.status)
+            iterations[idx] += np.asarray(st64.total)
+        st_, m_, b_ = verify_working_set(sub, st64, config.tol)
+        status[idx] = np.where(((s64 == STORABLE) | (s64 == UNSTORABLE)) & (st_ != s64), UNDECIDED, st_)
+        margin[idx], bound[idx] = m_, b_
+        W = W.astype(np.float64)
+        W[idx] = np.asarray(st64.opt.X)
+    else:
+        status = np.where(refuted, UNDECIDED, status)
+    return Decision(
+        status=status.astype(np.int32),
+        storable=status == STORABLE,
+        margin=margin,
+        margin_bound=bound,
+        iterations=iterations,
+        weight=W,
+        tol=float(config.tol),
+    )
+
+
+@eqx.filter_jit
+def resize_working_set(st: _WSState, P: int) -> _WSState:
+    """States of a batch re-padded to `P` rows (instances with `p <= P`: the rows that enter or
+    leave are not real, so their working-set entries are masked)."""
+    n, P0, k = st.J.shape
+    if P == P0:
+        return st
+    if P < P0:
+        cut = lambda x: x[:, :P]
+        return eqx.tree_at(
+            lambda s: (s.opt.M, s.J, s.C, s.valid), st, (cut(st.opt.M), cut(st.J), cut(st.C), cut(st.valid))
+        )
+    pad = lambda x, v: jnp.pad(x, ((0, 0), (0, P - P0)) + ((0, 0),) * (x.ndim - 2), constant_values=v)
+    return eqx.tree_at(
+        lambda s: (s.opt.M, s.J, s.C, s.valid),
+        st,
+        (pad(st.opt.M, 2.0), pad(st.J, 0), pad(st.C, 0.0), pad(st.valid, False)),
+    )
+
+
+def next_working_set(k: int, active: np.ndarray) -> int:
+    """The working-set size for a seed's next decision: doubled while an input had more
+    constraints of margin below 1 than `k` at the last outer pass."""
+    return 2 * k if np.any(np.asarray(active) > k) else k
