@@ -42,3 +42,19 @@ def matmul_peak(n: int = 2048, dtype=jnp.float32, precision=None) -> float:
     f = jax.jit(lambda a, b: jnp.matmul(a, b, precision=precision))
     t = best_time(lambda: f(a, b).block_until_ready())
     return 2 * n**3 / t
+
+
+def decision_flops(d: int, decisions: list, config) -> float:
+    """FLOPs of a point's decisions (from its records): a dense iteration costs `4 p^2 d + 4 p d^2`
+    (margins and adjoint); a working-set inner iteration `4 p d^2 + 4 p k d`, and each outer pass
+    `2 p^2 d` plus a swap `4 p d^2 + 4 p k d`, one per `outer_every` iterations and one at the start
+    (a lower bound on the passes)."""
+    if config.get("decider", "dense") == "dense":
+        return sum(x["iterations"] * (4 * x["p"] ** 2 * d + 4 * x["p"] * d * d) for x in decisions)
+    k, every = config["working_set"], config["outer_every"]
+    swap = lambda p: 4 * p * d * d + 4 * p * k * d
+    return sum(
+        x["iterations"] * swap(x["p"])
+        + (1 + -(-x["iterations"] // every)) * (2 * x["p"] ** 2 * d + swap(x["p"]))
+        for x in decisions
+    )

@@ -15,7 +15,8 @@ import argparse
 import sys
 import time
 
-from _common import matmul_peak, write
+from _common import decision_flops, matmul_peak, write
+from jaxmem import DecideConfig
 from jaxmem._measure import adam_vs_certified, compare, measure, point_configs, threshold_rows
 from jaxmem._sweep import Store
 
@@ -29,7 +30,7 @@ def run_point(store, **kw):
     d = kw["d"]
     dec = [x for r in recs for x in r["decisions"]]
     iters = sum(x["iterations"] for x in dec)
-    flops = sum(x["iterations"] * (4 * x["p"] ** 2 * d + 4 * x["p"] * d * d) for x in dec)
+    flops = decision_flops(d, dec, units[0]) if units[0]["solver"] == "certified" else 0
     return recs, dict(
         row,
         wall_s=wall,
@@ -49,24 +50,30 @@ def main():
     ap.add_argument("--adam-problem", nargs="+", default=["op"])
     ap.add_argument("--adam-seeds", type=int, default=32)
     ap.add_argument("--out", default="runs/capacity_point")
+    ap.add_argument("--decider", default="auto", choices=["auto", "dense", "working-set"])
+    ap.add_argument("--name", default="capacity_point", help="the result file benchmarks/results/NAME.json")
     a = ap.parse_args()
     store = Store(a.out)
     peak = matmul_peak(2048)
     rows, recs = [], []
     for d in a.d:
         for problem in a.problem:
-            r, row = run_point(store, d=d, problem=problem, seeds=a.seeds)
+            r, row = run_point(
+                store, d=d, problem=problem, seeds=a.seeds, decide_config=DecideConfig(decider=a.decider)
+            )
+            row["decider"] = r[0]["config"].get("decider", "dense")
             recs += r
             row["floor_s"] = row["flops"] / peak
             rows.append(row)
             print(
-                f"certified d={d} {problem}: alpha_c {row['alpha_c']:.4f} [{row['ci_low']:.4f}, "
-                f"{row['ci_high']:.4f}] "
+                f"certified d={d} {problem} ({row['decider']}): alpha_c {row['alpha_c']:.4f} "
+                f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}] "
                 f"(width {row['ci_high'] - row['ci_low']:.4f}), undecided {row['undecided']}, "
                 f"searched in {row['seconds']:.0f} s ({row['wall_s']:.0f} s in this run); "
                 f"{row['decisions']} decisions, {row['iterations_per_decision']:.0f} iterations each; "
                 f"FLOP floor {row['floor_s']:.1f} s at {peak / 1e9:.0f} GFLOP/s "
-                f"({row['seconds'] / row['floor_s']:.0f}x the floor)",
+                f"({row['seconds'] / row['floor_s']:.0f}x the floor); theory alpha_c(p_c) "
+                f"{row['theory_alpha_c']:.4f}",
                 flush=True,
             )
     for d in a.adam_d:
@@ -96,7 +103,7 @@ def main():
             f"OP - DP d={c['d']}: {c['diff']:+.4f} [{c['ci_low']:+.4f}, {c['ci_high']:+.4f}] {c['verdict']}"
         )
     path = write(
-        "capacity_point",
+        a.name,
         dict(matmul_peak=peak, rows=rows, adam_vs_certified=avc, op_vs_dp=opdp, argv=sys.argv, out=a.out),
     )
     print(f"written {path}")

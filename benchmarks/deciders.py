@@ -7,20 +7,17 @@ A seed whose thresholds differ is listed with the decisions that differ: both de
 certificates are exact, so a difference needs a best margin in `(0, tol)` (one storable with a
 normalised margin below `tol`, the other unstorable with a bound below `tol`).
 
-FLOPs: a dense iteration costs `4 p^2 d + 4 p d^2` (margins and adjoint). A working-set inner
-iteration costs `4 p d^2 + 4 p k d`, and an outer pass `2 p^2 d` plus a swap `4 p d^2 + 4 p k d`;
-the outer passes are counted from the records' iterations (one per `outer_every` at most, so
-the count is a lower bound).
+FLOPs are counted from the records by `_common.decision_flops`, and set against the measured
+matmul peak.
 
     python benchmarks/deciders.py --d 48 64 --problem op dp --seeds 16
 """
 
 import argparse
-import math
 import sys
 import time
 
-from _common import matmul_peak, write
+from _common import decision_flops, matmul_peak, write
 from jaxmem import DecideConfig
 from jaxmem._measure import point_configs, run_unit
 
@@ -32,16 +29,7 @@ def run(d, problem, seeds, decider):
     recs = run_unit(unit)
     wall = time.perf_counter() - t
     dec = [x for r in recs for x in r["decisions"]]
-    if decider == "dense":
-        flops = sum(x["iterations"] * (4 * x["p"] ** 2 * d + 4 * x["p"] * d * d) for x in dec)
-    else:
-        k, every = cfg.working_set, cfg.outer_every
-        inner = lambda x: x["iterations"] * (4 * x["p"] * d * d + 4 * x["p"] * k * d)
-        outer = lambda x: (
-            (1 + math.ceil(x["iterations"] / every))
-            * (2 * x["p"] ** 2 * d + 4 * x["p"] * d * d + 4 * x["p"] * k * d)
-        )
-        flops = sum(inner(x) + outer(x) for x in dec)
+    flops = decision_flops(d, dec, unit)
     return recs, dict(
         wall_s=wall,
         decisions=len(dec),

@@ -1,5 +1,5 @@
 """The working-set decider: certified storability at the cost of the few constraints that matter
-(docs/science.md, 2.7 and 2.9).
+(docs/science.md, 2.7, "The working set").
 
 At a minimiser of the squared hinge only a handful of the `p - 1` competitors of each input have
 a margin below 1; every other constraint contributes nothing to the loss or its gradient. The

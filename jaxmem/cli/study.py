@@ -110,7 +110,7 @@ def _measurement_points(a) -> list[dict]:
         raise ArgumentError(
             "jaxmem capacity: error: argument --criterion: an accuracy criterion needs --solver adam"
         )
-    dcfg = DecideConfig(tol=a.tol)
+    dcfg = DecideConfig(tol=a.tol, decider=a.decider)
     acfg = TrainConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale, accuracy=a.criterion)
     units = []
     for d in a.d:
@@ -289,6 +289,12 @@ def add_commands(sub) -> None:
         type=real(0.0, 1.0, low_open=True),
         default=1e-5,
         help="tolerance of the unstorable certificate",
+    )
+    c.add_argument(
+        "--decider",
+        default="auto",
+        choices=["auto", "dense", "working-set"],
+        help="the certified decider (auto: the working set from d = 64 for the OP, 48 for the DP)",
     )
     c.add_argument("--steps", type=integer(0), default=5000, help="Adam step budget")
     c.add_argument("--lr", type=real(0.0, low_open=True), default=3e-2, help="Adam learning rate")

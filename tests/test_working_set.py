@@ -1,0 +1,128 @@
+"""The working-set decider: storable only after a full pass, its unstorable certificate
+re-derived in float64 numpy from the working set, the same thresholds as the dense decider, and
+its settings recorded and run as recorded."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jaxmem as jm
+import numpy as np
+import pytest
+from jaxmem._measure import point_configs, run_unit
+from jaxmem._solvers import batch_constraints, DecideConfig, decide
+from jaxmem._solvers._runner import init_states, run_ensemble
+from jaxmem._solvers._working_set import (
+    conclude_working_set,
+    STORABLE,
+    verify_working_set,
+    working_set_instances,
+)
+from jaxmem._threshold import search_thresholds, SearchPlan
+
+
+def _solver(tasks, p, k, W0=None):
+    cons = batch_constraints(tasks, np.full(tasks.inputs.shape[0], p), p, stream=True)
+    return working_set_instances(cons, W0=W0, config=DecideConfig(decider="working-set", working_set=k))
+
+
+def test_storable_is_never_issued_without_a_full_pass():
+    """A memory that satisfies every constraint of its working set but violates one outside it
+    (the Hebbian memory, beyond its own capacity) is not called storable: the step's outer pass
+    sees the violation and brings it into the working set."""
+    d, p = 8, 24
+    tasks = jm.make_tasks(jax.random.key(3), n=1, d=d, p=p, problem="op")
+    E, U = np.asarray(tasks.inputs[0], np.float64), np.asarray(tasks.targets[0], np.float64)
+    W = U.T @ E
+    S = (E @ W.T) @ U.T
+    M = np.diag(S)[:, None] - S
+    np.fill_diagonal(M, np.inf)
+    assert M.min() < 0, "the Hebbian memory fails at this p"
+    solver, inst = _solver(tasks, p, k=1, W0=jnp.asarray(W[None], jnp.float32))
+    one = lambda x: x[0]
+    st0 = jax.tree.map(one, init_states(solver, inst))
+    cons0 = jax.tree.map(one, inst.cons)
+    # the working set: each input's competitor of highest margin, every one of them positive
+    best = np.where(np.isinf(M), -np.inf, M).argmax(axis=1)
+    assert M[np.arange(p), best].min() > 0
+    J = jnp.asarray(best[:, None], jnp.int32)
+    opt, C, valid = solver._swap(cons0, st0.opt, J)
+    assert bool(opt.stored), "every margin of the working set is positive"
+    st0 = eqx.tree_at(lambda s: (s.opt, s.J, s.C, s.valid), st0, (opt, J, C, valid))
+    after = solver.step(jax.tree.map(one, inst), st0)
+    assert int(after.status) != STORABLE
+    worst = int(np.argmin(M.min(axis=1)))
+    assert int(M[worst].argmin()) in np.asarray(after.J[worst]).tolist(), "the violation joins the set"
+    # run to the end from there: the decision is the dense decider's
+    batch = jax.tree.map(lambda x: x[None], after)
+    st_end, _ = run_ensemble(solver, inst, state=batch, chunk=1)
+    dec = conclude_working_set(solver, inst, st_end)
+    assert dec.status[0] == decide(tasks, p=p).status[0]
+
+
+def test_unstorable_certificate_is_the_working_sets_multipliers():
+    """The bound of an unstorable decision, re-derived in float64 numpy from its memory and its
+    working set alone (the residuals on the set, zero elsewhere), is below tol."""
+    d, p = 8, 30
+    tasks = jm.make_tasks(jax.random.key(5), n=2, d=d, p=p, problem="dp")
+    solver, inst = _solver(tasks, p, k=8)
+    st, _ = run_ensemble(solver, inst, chunk=1)
+    status, margin, bound = verify_working_set(inst, st, solver.config.tol)
+    assert (status == 1).all()
+    for i in range(2):
+        E = np.asarray(tasks.inputs[i], np.float64)
+        C = np.asarray(tasks.materialised[i], np.float64)
+        W = np.asarray(st.opt.X[i], np.float64)
+        J, valid = np.asarray(st.J[i]), np.asarray(st.valid[i])
+        G, rsum, norms = np.zeros((d, d)), 0.0, []
+        for mu in range(p):
+            for rho in range(p):
+                if rho != mu:
+                    norms.append(np.sum(np.outer(C[mu, mu] - C[mu, rho], E[mu]) ** 2))
+            for j in range(J.shape[1]):
+                if valid[mu, j]:
+                    A = np.outer(C[mu, mu] - C[mu, J[mu, j]], E[mu])
+                    r = max(1.0 - np.sum(W * A), 0.0)
+                    G += r * A
+                    rsum += r
+        a = np.sqrt(np.mean(norms))
+        assert np.linalg.norm(G) / (a * rsum) == pytest.approx(bound[i], rel=1e-6)
+        assert bound[i] < solver.config.tol
+
+
+@pytest.mark.parametrize("problem", ["op", "dp"])
+def test_thresholds_equal_the_dense_deciders(problem):
+    """Seed by seed, the search finds the same thresholds with either decider."""
+    d, seeds = 12, 4
+    plan = SearchPlan(p0=36, p_max=60)
+    tasks = jm.make_tasks(jax.random.key(4), n=seeds, d=d, p=plan.p_max, problem=problem)
+    dense = search_thresholds(tasks, plan=plan)
+    ws = search_thresholds(tasks, plan=plan, decide_config=DecideConfig(decider="working-set", working_set=8))
+    assert dense.exact.all() and ws.exact.all()
+    np.testing.assert_array_equal(ws.lo, dense.lo)
+
+
+def test_the_record_says_which_decider_ran_and_runs_it():
+    auto = point_configs(d=64, problem="op", seeds=2, decide_config=DecideConfig(decider="auto"))[0]
+    assert auto["decider"] == "working-set" and auto["working_set"] == 32
+    small = point_configs(d=8, problem="op", seeds=2, decide_config=DecideConfig(decider="auto"))[0]
+    assert small["decider"] == "dense" and "working_set" not in small
+    cfg = DecideConfig(decider="working-set", working_set=2, outer_every=3)
+    unit = point_configs(d=8, problem="op", seeds=2, group=2, decide_config=cfg)[0]
+    assert (unit["decider"], unit["working_set"], unit["outer_every"]) == ("working-set", 2, 3)
+    dense = run_unit(dict(unit, decider="dense"))
+    ws = run_unit(unit)
+    assert [r["p_star"] for r in ws] == [r["p_star"] for r in dense]
+    it = lambda recs: [x["iterations"] for r in recs for x in r["decisions"]]
+    assert it(ws) != it(dense), "the recorded decider is the one that ran"
+
+
+def test_bad_decider_settings_name_the_argument():
+    with pytest.raises(ValueError, match="decider must be one of"):
+        DecideConfig(decider="sparse")
+    with pytest.raises(ValueError, match="working_set"):
+        DecideConfig(working_set=0)
+    with pytest.raises(ValueError, match="outer_every"):
+        DecideConfig(outer_every=0)
+    tasks = jm.make_tasks(jax.random.key(0), n=1, d=8, p=12)
+    with pytest.raises(ValueError, match="decider 'working-set' decides full-rank memories only"):
+        decide(tasks, model="factored", kappa=0.5, config=DecideConfig(decider="working-set"))
