@@ -7,7 +7,16 @@ from ._measure import capacity, CapacityEstimate
 from ._metrics import ensemble_metrics, Metrics, metrics
 from ._models import AbstractMemory, Factored, FullRank, hebbian, MEMORIES, rank_of
 from ._precision import PRECISIONS
-from ._solvers import AbstractEnsembleSolver, decide, DecideConfig, Decider, Decision, run_ensemble
+from ._solvers import (
+    AbstractEnsembleSolver,
+    choose_decider,
+    decide,
+    DecideConfig,
+    Decider,
+    Decision,
+    run_ensemble,
+    WorkingSetDecider,
+)
 from ._tasks import (
     AbstractTask,
     alpha_of,

@@ -99,9 +99,11 @@ def point_configs(
     )
     if solver == "certified":
         decider = choose_decider(decide_config, d=d, problem=problem, factored=model == "factored")
-        base.update(decider=decider)
         if decider == "working-set":
-            base.update(working_set=decide_config.working_set, outer_every=decide_config.outer_every)
+            # a certified record without `decider` was decided densely (so older folders resume)
+            base.update(
+                decider=decider, working_set=decide_config.working_set, outer_every=decide_config.outer_every
+            )
     if solver == "adam":
         base.update(steps=adam_config.steps, lr=adam_config.lr, init_scale=adam_config.init_scale)
         if adam_config.accuracy != 1.0:

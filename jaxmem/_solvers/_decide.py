@@ -75,7 +75,7 @@ class DecideConfig(eqx.Module):
     rank_rounds: int = 20
     stream: bool | None = None
     block: int = 256
-    decider: str = "dense"
+    decider: str = "auto"
     working_set: int = 32
     outer_every: int = 20
 

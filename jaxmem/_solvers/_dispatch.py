@@ -3,7 +3,9 @@
 Both decide the same question with certificates that are recomputed in float64, so they differ
 only where the best normalised margin lies in `(0, tol)`: there both answers are true (storable
 with a tiny margin, and no margin above `tol`). `choose_decider` is measured on this project's
-2-core CPU (benchmarks/README.md, "Dense against working-set decider"): the dense decider's
+2-core CPU (benchmarks/README.md, "Dense against working-set decider"), where the working set
+was 0.63x and 0.76x the dense speed on the OP at d = 48 and 64 (compilation included), 1.28x and
+1.48x on the DP, and an OP iteration at d = 128 about 3.5x cheaper. The dense decider's
 iteration costs `O(p^2 d)`, the working set's `O(p d^2 + p k d)` plus an `O(p^2 d)` outer pass
 every `outer_every` iterations, so the working set wins once `p / d` is large, which at the
 capacity means large `d`.
@@ -28,7 +30,7 @@ from ._working_set import conclude_working_set, resize_working_set, working_set_
 
 
 # The smallest d at which the working-set decider is chosen for the OP and for the DP (measured).
-WORKING_SET_FROM = {"op": 64, "dp": 48}
+WORKING_SET_FROM = {"op": 128, "dp": 64}
 
 
 def choose_decider(config: DecideConfig, *, d: int, problem: str, factored: bool = False) -> str:

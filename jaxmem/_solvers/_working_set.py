@@ -231,8 +231,9 @@ class WorkingSetDecider(AbstractEnsembleSolver):
         opt, i = lax.while_loop(cond, lambda c: (_lbfgs_step(op, c[0]), c[1] + 1), (st.opt, jnp.array(0)))
         total = st.total + i.astype(jnp.int32)
         unstorable = _bound(opt.rsum, opt.g, st.a) < cfg.tol / 2
-        mmin, J, vals, act = outer_pass(cons, opt.X, self.k)
-        new, C, valid = self._swap(cons, opt, _merge(st.J, opt.M, st.valid, J, vals))
+        mmin, J_pass, vals, act = outer_pass(cons, opt.X, self.k)
+        J = _merge(st.J, opt.M, st.valid, J_pass, vals)
+        new, C, valid = self._swap(cons, opt, J)
         # an unstorable certificate lives on the working set that gave it: keep that one
         keep = lambda a, b: jnp.where(unstorable, a, b)
         opt = jax.tree.map(keep, opt, new)

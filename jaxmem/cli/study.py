@@ -294,7 +294,7 @@ def add_commands(sub) -> None:
         "--decider",
         default="auto",
         choices=["auto", "dense", "working-set"],
-        help="the certified decider (auto: the working set from d = 64 for the OP, 48 for the DP)",
+        help="the certified decider (auto: the working set from d = 128 for the OP, 64 for the DP)",
     )
     c.add_argument("--steps", type=integer(0), default=5000, help="Adam step budget")
     c.add_argument("--lr", type=real(0.0, low_open=True), default=3e-2, help="Adam learning rate")

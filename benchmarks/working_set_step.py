@@ -1,0 +1,61 @@
+"""The pieces of one working-set decider step against one dense decider iteration, each jitted
+and vmapped over the same instances and timed alone (best of 3 after a warm-up).
+
+    python benchmarks/working_set_step.py --d 128 --p 1850 --problem op --n 8
+"""
+
+import argparse
+import sys
+
+import equinox as eqx
+import jax
+import numpy as np
+from _common import best_time, write
+from jaxmem import DecideConfig, make_tasks
+from jaxmem._solvers._constraints import batch_constraints
+from jaxmem._solvers._decide import _lbfgs_step, decision_instances
+from jaxmem._solvers._runner import init_states
+from jaxmem._solvers._working_set import _ws_op, outer_pass, working_set_instances
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--p", type=int, default=1850)
+    ap.add_argument("--problem", default="op")
+    ap.add_argument("--n", type=int, default=8)
+    ap.add_argument("--k", type=int, default=32)
+    a = ap.parse_args()
+    tasks = make_tasks(jax.random.key(1), n=a.n, d=a.d, p=a.p, problem=a.problem)
+    ps = np.full(a.n, a.p)
+    cfg = DecideConfig(decider="working-set", working_set=a.k)
+    solver, inst = working_set_instances(batch_constraints(tasks, ps, a.p, stream=True), config=cfg)
+    st = init_states(solver, inst)
+    X = st.opt.X + 0.01
+    pieces = dict(
+        inner=eqx.filter_jit(jax.vmap(lambda i, s: _lbfgs_step(_ws_op(i.cons, s.C, s.valid), s.opt))),
+        outer=eqx.filter_jit(jax.vmap(lambda i, s, X: outer_pass(i.cons, X, a.k))),
+        swap=eqx.filter_jit(jax.vmap(lambda i, s: solver._swap(i.cons, s.opt, s.J))),
+    )
+    args = dict(inner=(inst, st), outer=(inst, st, X), swap=(inst, st))
+    ms = {
+        k: 1e3 * best_time(lambda f=f, x=args[k]: jax.block_until_ready(f(*x)), repeats=3)
+        for k, f in pieces.items()
+    }
+    dsolver, dinst = decision_instances(batch_constraints(tasks, ps, a.p, stream=None))
+    dst = init_states(dsolver, dinst)
+    dstep = eqx.filter_jit(jax.vmap(dsolver.step))
+    ms["dense"] = 1e3 * best_time(lambda: jax.block_until_ready(dstep(dinst, dst)), repeats=3)
+    every = cfg.outer_every
+    per_it = (every * ms["inner"] + ms["outer"] + ms["swap"]) / every
+    print(
+        f"{a.problem} d={a.d} p={a.p}, {a.n} instances, k={a.k}: working-set inner iteration "
+        f"{ms['inner']:.0f} ms, outer pass {ms['outer']:.0f} ms, swap {ms['swap']:.0f} ms; "
+        f"dense iteration {ms['dense']:.0f} ms; with an outer pass every {every}: "
+        f"{per_it:.0f} ms per iteration, {ms['dense'] / per_it:.1f}x cheaper than dense"
+    )
+    print("written", write(f"working_set_step_{a.problem}_{a.d}", dict(ms=ms, argv=sys.argv, k=a.k)))
+
+
+if __name__ == "__main__":
+    main()
