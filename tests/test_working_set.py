@@ -90,7 +90,7 @@ def test_unstorable_certificate_is_the_working_sets_multipliers():
         assert bound[i] < solver.config.tol
 
 
-@pytest.mark.parametrize("problem", ["op", "dp"])
+@pytest.mark.parametrize("problem", ["op", pytest.param("dp", marks=pytest.mark.slow)])
 def test_thresholds_equal_the_dense_deciders(problem):
     """Seed by seed, the search finds the same thresholds with either decider."""
     d, seeds = 12, 4

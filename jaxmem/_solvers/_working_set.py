@@ -169,17 +169,23 @@ def _gather(cons: StreamedConstraints, J):
 
 
 def _merge(J, M, valid, J_pass, M_pass):
-    """The next working set: per input, the members that still carry a residual (margin below 1)
-    first, then the lowest margins of the pass. An input with more than `k` such constraints
-    keeps its set, so `L_J` stays fixed there and L-BFGS converges on it instead of cycling."""
+    """The next working set: per input, the violated constraints (margin <= 0, members or not)
+    first, then the members that still carry a residual (margin below 1), then the outsiders with
+    one, then the lowest of the rest. An input with more than `k` residual members keeps them, so
+    `L_J` stays fixed there and L-BFGS converges on it instead of cycling; a violation outside a
+    satisfied set always enters it, so a step never stalls."""
     k = J.shape[1]
     seen = jnp.any(J_pass[:, :, None] == jnp.where(valid, J, -1)[:, None, :], axis=2)
-    # tiers: members with a residual, outsiders with one, other members, other outsiders
-    tier = lambda m, first, second: jnp.where(m < 1.0, m - first, m + second)
-    key_member = jnp.where(valid, tier(M, 4e30, 0.0), jnp.inf)
-    key_pass = jnp.where(seen, jnp.inf, tier(M_pass, 2e30, 1e30))
-    key = jnp.concatenate([key_member, key_pass], axis=1)
-    _, pos = lax.top_k(-key, k)
+
+    def key(m, tier):
+        # the tier first, then the margin (squashed into the tier's unit interval)
+        return jnp.where(jnp.isfinite(m), tier + 0.5 * (1.0 + jnp.tanh(m / 4.0)), jnp.inf)
+
+    member = jnp.where(valid, key(M, jnp.where(M <= 0, 0.0, jnp.where(M < 1.0, 1.0, 3.0))), jnp.inf)
+    outsider = jnp.where(
+        seen, jnp.inf, key(M_pass, jnp.where(M_pass <= 0, 0.0, jnp.where(M_pass < 1.0, 2.0, 4.0)))
+    )
+    _, pos = lax.top_k(-jnp.concatenate([member, outsider], axis=1), k)
     return jnp.take_along_axis(jnp.concatenate([J, J_pass], axis=1), pos, axis=1)
 
 
@@ -229,7 +235,8 @@ class WorkingSetDecider(AbstractEnsembleSolver):
             )
 
         opt, i = lax.while_loop(cond, lambda c: (_lbfgs_step(op, c[0]), c[1] + 1), (st.opt, jnp.array(0)))
-        total = st.total + i.astype(jnp.int32)
+        # a step charges at least one iteration, so the budget ends every decision
+        total = st.total + jnp.maximum(i, 1).astype(jnp.int32)
         unstorable = _bound(opt.rsum, opt.g, st.a) < cfg.tol / 2
         mmin, J_pass, vals, act = outer_pass(cons, opt.X, self.k)
         J = _merge(st.J, opt.M, st.valid, J_pass, vals)
