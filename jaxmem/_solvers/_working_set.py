@@ -12,9 +12,10 @@ by the dense decider's L-BFGS and exact line search, at `O(p d^2 + p k d)` per i
 of `O(p^2 d)`. One solver step is up to `outer_every` such inner iterations followed by one
 **outer pass** over all `p (p - 1)` margins, tile by tile (`StreamedConstraints`; DP candidates
 regenerated from the key or read where materialised). The pass gives the least margin of the
-whole system and, per input, the `k` competitors of lowest margin, which become the next working
-set. The L-BFGS pairs are kept across the swap: while `J` holds every constraint of margin below
-1, `L_J` and the full loss agree near the iterate, and so do their curvatures.
+whole system and, per input, its lowest margins; the next working set keeps violated constraints
+first, then the members that still carry a residual, then the outsiders with one (`_merge`). The
+L-BFGS pairs are kept across the swap: while `J` holds every constraint of margin below 1, `L_J`
+and the full loss agree near the iterate, and so do their curvatures.
 
 - **Storable** is concluded only by an outer pass: every one of the `p (p - 1)` margins positive
   (then recomputed in float64 over all constraints).
@@ -25,10 +26,11 @@ set. The L-BFGS pairs are kept across the swap: while `J` holds every constraint
   float64 from `W` and `J`; `a` is the root-mean-square norm of all constraints.
 
 `k` is the one static shape of the working set: `working_set` competitors per input (32 by
-default, about 4 times the 7 that are active at the max-margin optimum). Each outer pass also
-counts, per input, the constraints of margin below 1 (`active`); an input with more than `k` of
-them means `L_J` misses part of the loss. That slows convergence but never a certificate: the
-next decision of a search then runs with `k` doubled (`next_working_set`).
+default, about 4 times the 7 that are active at the max-margin optimum). Each outer pass counts,
+per input, the constraints of margin below 1; an input with more than `k` of them means `L_J`
+misses part of the loss. That slows convergence but never a certificate. When it lasts
+`_PATIENCE` passes, the instance stops (`_GROW`) and `conclude_working_set` continues it from its
+`W` with `k` doubled, up to `p`.
 """
 
 from __future__ import annotations
@@ -79,9 +81,7 @@ class _WSState(eqx.Module):
     valid: Bool[Array, "P k"]  # real constraints of J (rows and columns < p, not the target)
     status: Int[Array, ""]
     over: Int[Array, ""]  # consecutive outer passes at which an input had more than k active
-    total: Int[Array, ""]  # inner iterations
-    passes: Int[Array, ""]  # outer passes (the first at initialisation)
-    active: Int[Array, ""]  # the most constraints of margin < 1 of one input, at the last pass
+    total: Int[Array, ""]  # inner iterations (at least one charged per step)
     a: Float[Array, ""]
 
 
@@ -213,12 +213,12 @@ class WorkingSetDecider(AbstractEnsembleSolver):
         # from W = 0 every margin is 0: the first working set is that of the Hebbian memory
         real = (jnp.arange(cons.task.p) < cons.p)[:, None]
         hebb = jnp.matmul((cons.task.targets * real).T, cons.task.inputs, precision=HIGHEST)
-        mmin, J, _, act = outer_pass(cons, jnp.where(cold, hebb, W0), self.k)
+        mmin, J, _, _ = outer_pass(cons, jnp.where(cold, hebb, W0), self.k)
         C, valid = _gather(cons, J)
         opt = _lbfgs_init(_ws_op(cons, C, valid), W0, valid, self.config.memory)
         zero = jnp.array(0, jnp.int32)
         status = jnp.where(~cold & (mmin > 0), STORABLE, _RUNNING).astype(jnp.int32)
-        return _WSState(opt, J, C, valid, status, zero, zero, zero + 1, jnp.max(act), cons.rms_norm())
+        return _WSState(opt, J, C, valid, status, zero, zero, cons.rms_norm())
 
     def step(self, inst: _WSInstance, st: _WSState) -> _WSState:
         cfg = self.config
@@ -263,8 +263,6 @@ class WorkingSetDecider(AbstractEnsembleSolver):
             status.astype(jnp.int32),
             over,
             total,
-            st.passes + 1,
-            jnp.max(act),
             st.a,
         )
 
@@ -379,9 +377,3 @@ def resize_working_set(st: _WSState, P: int) -> _WSState:
         st,
         (pad(st.opt.M, 2.0), pad(st.J, 0), pad(st.C, 0.0), pad(st.valid, False)),
     )
-
-
-def next_working_set(k: int, active: np.ndarray) -> int:
-    """The working-set size for a seed's next decision: doubled while an input had more
-    constraints of margin below 1 than `k` at the last outer pass."""
-    return 2 * k if np.any(np.asarray(active) > k) else k
