@@ -21,7 +21,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._precision import einsum
-from ._validate import check_choice, check_int, check_memory, check_positive, InvalidArgument
+from ._validate import check_choice, check_int, check_memory, check_positive, check_real, InvalidArgument
 
 
 EMBEDDINGS = ("gaussian", "sphere", "unit")
@@ -36,6 +36,7 @@ def alpha_of(d: int, p):
 
     **Arguments:** `d`: the dimension; `p`: the number of associations (real or an array).
     """
+    check_real("d", d, low=0.0, low_open=True)
     x = np.asarray(p, np.float64)
     ok = np.isfinite(x) & (x > 1)
     out = np.where(ok, x * np.log(np.where(ok, x, 2.0)) / float(d) ** 2, np.nan)

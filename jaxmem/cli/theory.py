@@ -31,6 +31,7 @@ def _capacity(a):
         alpha_c=float(c.alpha_c),
         alpha_c_se=float(c.alpha_c_se),
         E_dist2=float(c.e_dist2) if math.isfinite(c.e_dist2) else None,
+        status="success" if bool(c.se_reached) else "se_target_not_reached",
     )
     _emit(
         a,
@@ -40,7 +41,8 @@ def _capacity(a):
             f"   E dist^2 = {out['E_dist2']:.4f}"
             if out["E_dist2"] is not None
             else "   (asymptote F(kappa)/2)"
-        ),
+        )
+        + ("" if bool(c.se_reached) else "   (se-target not reached: the sample cap came first)"),
     )
 
 
@@ -74,10 +76,11 @@ def _transition(a):
     out = dict(d=a.d, kappa=a.kappa)
     for k in t.__dataclass_fields__:
         out[k] = _num(getattr(t, k))
+    f = lambda k, nd: "—" if out[k] is None else f"{out[k]:.{nd}f}"  # NaN: not reached at this d
     text = (
-        f"d={a.d} kappa={a.kappa}: p_50 = {out['p_50']:.1f} +- {out['p_50_se']:.1f}, "
-        f"alpha at P(all stored) = 0.75 / 0.5 / 0.25: {out['alpha_p75']:.4f} / {out['alpha_50']:.4f} / "
-        f"{out['alpha_p25']:.4f} (se {out['alpha_50_se']:.4f})"
+        f"d={a.d} kappa={a.kappa}: p_50 = {f('p_50', 1)} +- {f('p_50_se', 1)}, "
+        f"alpha at P(all stored) = 0.75 / 0.5 / 0.25: {f('alpha_p75', 4)} / {f('alpha_50', 4)} / "
+        f"{f('alpha_p25', 4)} (se {f('alpha_50_se', 4)})"
     )
     _emit(a, out, text)
 

@@ -18,16 +18,19 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
 
 from .._validate import check_positive, check_real_if_scalar
-from ._common import default_key, exponential, f64, float64
+from ._common import default_key, Domain, exponential, f64, float64, KAPPA, MARGIN
 from ._spectra import F
 
 
 DEFAULT_SE = 0.0015
 DEFAULT_TOP = 128
+# The largest finite `p`: beyond about 1e305 the competitors' upper-tail quantiles underflow
+# (`jaxmem theory capacity --p 1e306` is NaN, 1e300 is 0.5075).
+P_LIMIT = 1e300
 _BLOCK = 8192
 
 
-@float64
+@float64(n=Domain(low=1.0), k=Domain(low=1, integer=True))
 def top_order_stats(key, n, k: int, shape=()):
     """The `k` largest of `n` i.i.d. `N(0, 1)`, in decreasing order (shape `shape + (k,)`).
 
@@ -59,7 +62,7 @@ class Projection(eqx.Module):
     complete: jax.Array
 
 
-@float64
+@float64(margin=MARGIN)
 def project(z1, top, margin=0.0) -> Projection:
     """Project onto `C_p(margin)` given the target field `z1` and the competitors' top order
     statistics `top` (decreasing, last axis; one more than can be pooled, or `-inf` padding).
@@ -80,8 +83,10 @@ def project(z1, top, margin=0.0) -> Projection:
     S = jnp.concatenate([jnp.zeros_like(csum[..., :1]), csum], axis=-1)
     t = (z1[..., None] + S) / (1 + ks)
     ok = t >= y[..., : K + 1]
-    k = jnp.argmax(ok, axis=-1)
     complete = ok.any(axis=-1)
+    # the first True (0 if none), counted in int32: `argmax` would be int64 inside the float64
+    # context and fail to lower in a `jit` traced with x64 off
+    k = jnp.where(complete, jnp.sum(jnp.cumprod((~ok).astype(jnp.int32), axis=-1), axis=-1), 0)
     tk = jnp.take_along_axis(t, k[..., None], axis=-1)[..., 0]
     pooled = jnp.arange(K + 1) < k[..., None]
     yy = jnp.where(jnp.isfinite(y[..., : K + 1]), y[..., : K + 1], 0.0)
@@ -102,7 +107,7 @@ def _check_margin(margin):
     check_real_if_scalar("margin", margin, low=0.0)
 
 
-@float64
+@float64(margin=MARGIN)
 def dist2_given_competitors(top, margin=0.0):
     """`E_{z_1 ~ N(0,1)} dist^2` for fixed competitors, in closed form (Rao-Blackwellised).
 
@@ -142,7 +147,7 @@ def dist2_given_competitors(top, margin=0.0):
     return e, ndtr(b[..., K])
 
 
-@float64
+@float64(p=Domain(low=2.0, high=P_LIMIT), margin=MARGIN)
 def e_dist2(p, margin=0.0, *, key=None, samples: int = 65_536, top: int | None = None):
     """`E_z dist(z, C_p(margin))^2` from `samples` competitor draws (rounded up to blocks of
     8192), and its standard error; cost independent of `p`.
@@ -204,17 +209,20 @@ def _e_dist2(key, p, margin, scale, se_target, top, min_blocks, max_blocks):
 
 
 class Capacity(eqx.Module):
-    """`alpha_c` with its Monte Carlo standard error, `E dist^2` and its error, and the
-    probability mass neglected by sampling only the top order statistics (should be ~0)."""
+    """`alpha_c` with its Monte Carlo standard error, `E dist^2` and its error, the
+    probability mass neglected by sampling only the top order statistics (should be ~0), and
+    `se_reached`: whether `alpha_c_se` reached the `se_target` asked for (false when the sample
+    cap came first)."""
 
     alpha_c: jax.Array
     alpha_c_se: jax.Array
     e_dist2: jax.Array
     e_dist2_se: jax.Array
     incomplete: jax.Array
+    se_reached: jax.Array
 
 
-@float64
+@float64(p=Domain(low=2.0, high=P_LIMIT, inf=True), kappa=KAPPA, margin=MARGIN)
 def capacity(
     p,
     kappa=1.0,
@@ -243,7 +251,7 @@ def capacity(
         check_positive("se_target", se_target)
     if isinstance(p, (int, float)) and math.isinf(p):
         z = jnp.zeros(())
-        return Capacity(F(f64(kappa)) / 2, z, jnp.inf * jnp.ones(()), z, z)
+        return Capacity(F(f64(kappa)) / 2, z, jnp.inf * jnp.ones(()), z, z, jnp.asarray(True))
     return _capacity(
         default_key(key),
         f64(p),
@@ -264,7 +272,9 @@ def _capacity(key, p, kappa, margin, se_target, top, max_blocks):
     p_max = max(1e12, math.exp(top / 4.5))  # what `top` order statistics cover (see `_top`)
     ok = (inc < 1e-12) & jnp.isfinite(mean) & (mean > 0) & (p <= p_max)
     a = jnp.where(ok, scale / mean, jnp.nan)
-    return Capacity(a, jnp.where(ok, a * se / mean, jnp.nan), mean, se, inc)
+    nan = lambda x: jnp.where(ok, x, jnp.nan)
+    a_se = nan(a * se / mean)
+    return Capacity(a, a_se, nan(mean), nan(se), inc, a_se <= se_target)
 
 
 def alpha_c(p, kappa=1.0, margin=0.0, **kwargs):
@@ -278,7 +288,7 @@ def alpha_c(p, kappa=1.0, margin=0.0, **kwargs):
     return capacity(p, kappa, margin, **kwargs).alpha_c
 
 
-@float64
+@float64(kappa=KAPPA)
 def alpha_c_asymptotic(kappa=1.0):
     """`lim_{p -> inf} alpha_c(p, kappa) = F(kappa) / 2` (1/2 at full rank).
 

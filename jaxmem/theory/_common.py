@@ -14,12 +14,16 @@ way).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from .._validate import check_int, check_real, InvalidArgument
 
 
 def _x64() -> bool:
@@ -62,13 +66,77 @@ def _inside(fn, args, kwargs):
         _INSIDE[0] -= 1
 
 
-def float64(fn):
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    """Where a real argument is valid: `low` and `high` (open or closed), finite unless `inf`
+    (then `+inf` too), an integer if `integer` (a shape: never traced)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    inf: bool = False
+    integer: bool = False
+
+    def check(self, name: str, value) -> None:
+        """Raise `InvalidArgument` naming `name` unless every element of a concrete `value` is
+        valid."""
+        if self.integer:
+            check_int(name, value, int(self.low if self.low is not None else -(2**63)))
+            return
+        bounds = dict(low=self.low, high=self.high, low_open=self.low_open, high_open=self.high_open)
+        if isinstance(value, (jax.Array, np.ndarray)) and np.ndim(value):
+            for v in np.unique(np.asarray(value, np.float64)):
+                self.check(name, np.float64(v))
+            return
+        if self.inf and isinstance(value, (int, float, np.number, jax.Array)) and float(value) == math.inf:
+            return
+        try:
+            check_real(name, value, **bounds)
+        except InvalidArgument as e:
+            raise InvalidArgument(f"{e} (or inf)" if self.inf else str(e)) from None
+
+    def holds(self, x):
+        """Whether every element of a (traced) `x` is valid, as a traced boolean."""
+        x = jnp.asarray(x, jnp.float64)
+        ok = jnp.isfinite(x) | ((x == jnp.inf) & self.inf)
+        if self.low is not None:
+            ok &= (x > self.low) if self.low_open else (x >= self.low)
+        if self.high is not None:
+            ok &= (x < self.high) if self.high_open else (x <= self.high)
+        return jnp.all(ok)
+
+
+# the domains most functions share
+KAPPA = Domain(low=0.0, high=1.0, low_open=True)
+MARGIN = Domain(low=0.0)
+P = Domain(low=2.0)
+POSITIVE = Domain(low=0.0, low_open=True)
+
+
+def _masked(out, ok):
+    """Every floating leaf of `out` set to NaN where `ok` is false."""
+    nan = lambda x: jnp.where(ok, x, jnp.nan) if _floating(x) else x
+    return jax.tree.map(nan, out)
+
+
+def float64(fn=None, /, **domain: Domain):
     """Run `fn` in float64 whatever the global flag, under `jit`, `vmap`, `grad` and `jvp`.
 
     Arguments that are jax arrays (traced or not) are its dynamic inputs; Python numbers stay
     Python numbers (so the functions' own argument checks see them). Derivatives are taken
-    with respect to the floating dynamic inputs."""
+    with respect to the floating dynamic inputs. `domain` gives the valid values of named
+    arguments: a concrete value outside raises `InvalidArgument` naming it, and a traced one
+    makes every floating output NaN (a function with a status reports it there too).
+
+    **Arguments:** `fn`: the function (omitted when called with `domain` only, as a decorator
+    factory); `domain`: `Domain`s by argument name."""
+    if fn is None:
+        return lambda f: float64(f, **domain)
     sig = inspect.signature(fn)
+    unknown = set(domain) - set(sig.parameters)
+    if unknown:
+        raise TypeError(f"{fn.__name__} has no argument {', '.join(sorted(unknown))}")
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -76,14 +144,24 @@ def float64(fn):
             return fn(*args, **kwargs)
         bound = sig.bind(*args, **kwargs)
         names = list(bound.arguments)
+        value = lambda n: bound.arguments.get(n, sig.parameters[n].default)
+        for n, dom in domain.items():
+            if not isinstance(value(n), jax.core.Tracer):
+                dom.check(n, value(n))
         dyn = [n for n in names if isinstance(bound.arguments[n], jax.Array)]
         if not any(isinstance(bound.arguments[n], jax.core.Tracer) for n in dyn):
             return _inside(fn, args, kwargs)  # an eager call: float64 outputs
+        traced = [n for n in dyn if n in domain and isinstance(bound.arguments[n], jax.core.Tracer)]
 
         def call(values):
             b = sig.bind(*args, **kwargs)
             b.arguments.update(zip(dyn, values))
-            return _inside(fn, b.args, b.kwargs)
+            out = _inside(fn, b.args, b.kwargs)
+            if not traced:
+                return out
+            with jax.enable_x64(True):
+                ok = jnp.all(jnp.stack([domain[n].holds(b.arguments[n]) for n in traced]))
+                return _masked(out, ok)
 
         @jax.custom_jvp
         def run(*values):

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from jax.scipy.special import log_ndtr
 
 from .._validate import check_choice, check_int
-from ._common import default_key, f64, float64, normal
+from ._common import default_key, f64, float64, normal, P, POSITIVE
 
 
 DEFAULT_SAMPLES = 200_000
@@ -85,7 +85,7 @@ def hebbian(d: int, p: int, problem: str = "op", *, key=None, samples: int = DEF
     return Hebbian(acc, ok.std() / math.sqrt(samples), acc**p, x.mean(), x.std())
 
 
-@float64
+@float64(d=POSITIVE, p=P)
 def hebbian_asymptotic(d, p, *, nodes: int = 64):
     """`E_z Phi(d/sqrt(p) + z)^(p-1)` (Gauss-Hermite), the large-`d` Hebbian accuracy.
 

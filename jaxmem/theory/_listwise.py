@@ -12,14 +12,17 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
 
 from .._validate import check_real_if_scalar
-from ._common import f64, float64
+from ._common import Domain, f64, float64
+
+
+R = Domain(low=0.0, high=1.0, low_open=True)  # a tail fraction
 
 
 def _pdf(x):
     return jnp.exp(-0.5 * x * x) / jnp.sqrt(2 * jnp.pi)
 
 
-@float64
+@float64(r=R)
 def kappa_r(r):
     """Mean of `G ~ N(0,1)` above its `(1-r)` quantile.
 
@@ -32,7 +35,7 @@ def kappa_r(r):
     return _pdf(-ndtri(r)) / r
 
 
-@float64
+@float64(r=R)
 def listwise_alpha_c(r):
     """`alpha_G,c(r) = 1 / E[(kappa_r - G)_+^2]`, `r in (0, 1]`.
 

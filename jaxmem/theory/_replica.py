@@ -38,9 +38,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
 
-from .._validate import check_int, check_memory, check_positive, check_real_if_scalar
+from .._validate import check_int, check_memory, check_positive, check_real_if_scalar, InvalidArgument
 from ._capacity import _top, dist2_given_competitors, project
-from ._common import default_key, f64, float64, normal, uniform
+from ._common import default_key, Domain, f64, float64, MARGIN, normal, P, POSITIVE, uniform
 
 
 BLOCK = 8  # competitor samples per block (the unit of the error estimate)
@@ -63,6 +63,10 @@ class SaddleStatus(eqx.Enumeration):
     above_capacity = "no solution: the load is at or above the capacity of the samples (q* -> 1)"
     not_converged = "the root finder did not converge within max_steps"
     invalid_input = "invalid input: alpha <= 0, p < 2 or margin < 0 (or not finite)"
+    near_capacity = (
+        "undecided: the load is within two standard errors of the samples' capacity at max_samples"
+    )
+    imprecise = "converged, but q_se is above se_target at max_samples (values kept)"
 
 
 STATUS = tuple(SaddleStatus._name_to_item)
@@ -70,6 +74,8 @@ STATUS = tuple(SaddleStatus._name_to_item)
 
 def status_name(status) -> str:
     """The name of a concrete `SaddleStatus` item (`"success"`, ...)."""
+    if not hasattr(status, "_value"):
+        raise InvalidArgument(f"status must be a SaddleStatus item (a Saddle's status), got {status!r}")
     return STATUS[int(status._value)]
 
 
@@ -137,7 +143,7 @@ def _quadrature(a, weight, nodes: int):
     return lnz, M
 
 
-@float64
+@float64(V=POSITIVE, margin=MARGIN)
 def log_zout(omega, V, margin=0.0, *, nodes: int = DEFAULT_NODES):
     """`ln Z_out(omega, V)`; `omega[0]` is the target field, the rest the competitors.
 
@@ -236,15 +242,27 @@ def _moments(q, key, p, margin, blocks, top: int, nodes: int):
 
 
 def _sample_dist2(key, p, blocks, top: int):
-    """`mean E_{z_1} dist^2(z, C_p)` over the same competitor samples (exact in `z_1`): the load
-    `ln p / mean` is their capacity."""
+    """`mean E_{z_1} dist^2(z, C_p)` over the same competitor samples (exact in `z_1`), and its
+    standard error over blocks: the load `ln p / mean` is their capacity."""
 
     def body(i, acc):
         comps = _draw(jax.random.fold_in(key, i), p, top)
         pad = jnp.concatenate([comps, jnp.full((BLOCK, 1), -jnp.inf)], axis=1)
-        return acc + dist2_given_competitors(pad)[0].sum()
+        b = dist2_given_competitors(pad)[0].mean()
+        return acc[0] + b, acc[1] + b * b
 
-    return jax.lax.fori_loop(0, blocks, body, jnp.zeros((), jnp.float64)) / (blocks * BLOCK)
+    z = jnp.zeros((), jnp.float64)
+    s1, s2 = jax.lax.fori_loop(0, blocks, body, (z, z))
+    n = jnp.asarray(blocks, jnp.float64)
+    mean = s1 / n
+    return mean, jnp.sqrt(jnp.maximum(s2 / n - mean**2, 0.0) / jnp.maximum(n - 1, 1.0))
+
+
+def _sample_capacity(key, p, blocks, top: int):
+    """`(ln p / mean dist^2, its standard error)` of the samples (first order in the mean's)."""
+    mean, se = _sample_dist2(key, p, blocks, top)
+    cap = jnp.log(p) / mean
+    return cap, cap * se / mean
 
 
 def _qhat_to_w(qhat):
@@ -366,16 +384,23 @@ def _check(alpha, p, margin):
     check_real_if_scalar("margin", margin, low=0.0)
 
 
-def _status(valid, above, fit: _Fit):
+def _status(valid, above, fit: _Fit, near=False, precise=True):
+    """`(good, status)`: `good` keeps the values (success, or imprecise); `near`: the load is
+    above the samples' capacity by less than two of its standard errors (not decided)."""
     finite = jnp.isfinite(fit.q) & jnp.isfinite(fit.phi) & jnp.isfinite(fit.q_se)
     good = valid & ~above & fit.converged & finite & (fit.q > 0) & (fit.q < 1)
-    status = SaddleStatus.where(
+    W = SaddleStatus.where
+    status = W(
         good,
-        SaddleStatus.success,
-        SaddleStatus.where(
+        W(jnp.asarray(precise), SaddleStatus.success, SaddleStatus.imprecise),
+        W(
             ~valid,
             SaddleStatus.invalid_input,
-            SaddleStatus.where(above, SaddleStatus.above_capacity, SaddleStatus.not_converged),
+            W(
+                above,
+                W(jnp.asarray(near), SaddleStatus.near_capacity, SaddleStatus.above_capacity),
+                SaddleStatus.not_converged,
+            ),
         ),
     )
     return good, status
@@ -394,27 +419,39 @@ def _saddle(alpha, p, margin, key, w0, se_target, min_blocks, max_blocks, top, n
         moments = _block_moments(key, p_s, margin_s, blocks, top, nodes)
         return _fixed_point(moments, alpha_G, w, rtol, max_steps)
 
-    # Double the samples, from the last solution, until the error of q* is below se_target. The
-    # loop is differentiated in forward mode only (the theory's derivatives are jvps), and a fit's
-    # tangent is its implicit derivative (`_fixed_point`), so the last fit carries it out.
+    # Grow the samples, from the last solution, until the error of q* is below se_target, and
+    # while the load is above the samples' capacity by less than two of its standard errors (no
+    # solution on these samples, but not a decided "above capacity"). The loop is differentiated
+    # in forward mode only (the theory's derivatives are jvps), and a fit's tangent is its
+    # implicit derivative (`_fixed_point`), so the last fit carries it out.
+    def near(alpha, cap, cap_se):
+        return (alpha >= cap) & (alpha - cap < 2 * cap_se)
+
     def cond(c):
-        blocks, fit, steps, first = c
-        return first | ((blocks < max_blocks) & fit.converged & (fit.q_se > se_target))
+        blocks, fit, steps, first, cap, cap_se = c
+        more = (fit.converged & (fit.q_se > se_target)) | near(alpha_s, cap, cap_se)
+        return first | ((blocks < max_blocks) & more)
 
     def body(c):
-        blocks, fit, steps, first = c
-        grow = jnp.ceil(blocks * jnp.clip((fit.q_se / se_target) ** 2 * 1.2, 2.0, 16.0) / GROUP) * GROUP
+        blocks, fit, steps, first, cap, cap_se = c
+        finite = lambda x: jnp.where(jnp.isfinite(x), x, 0.0)
+        need_q = jnp.where(fit.converged, finite((fit.q_se / se_target) ** 2), 0.0)
+        need_cap = finite((2 * cap_se / jnp.maximum(alpha_s - cap, 1e-300)) ** 2)
+        need = jnp.where(near(alpha_s, cap, cap_se), jnp.maximum(need_q, need_cap), need_q)
+        grow = jnp.ceil(blocks * jnp.clip(need * 1.2, 2.0, 16.0) / GROUP) * GROUP
         blocks = jnp.where(first, blocks, jnp.minimum(grow.astype(jnp.int32), max_blocks))
-        new = solve(blocks, jnp.where(first, w0, fit.w))
-        return blocks, new, steps + new.steps, jnp.asarray(False)
+        new = solve(blocks, jnp.where(first | ~fit.converged, w0, fit.w))
+        # the capacity of these samples: no solution at or above it (q* -> 1)
+        cap, cap_se = _sample_capacity(key, p_s, blocks, top)
+        return blocks, new, steps + new.steps, jnp.asarray(False), cap, cap_se
 
     b0 = jnp.asarray(min_blocks, jnp.int32)
     blank = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(lambda: solve(b0, w0)))
-    start = (b0, blank, jnp.asarray(0, jnp.int32), jnp.asarray(True))
-    blocks, fit, steps, _ = jax.lax.while_loop(cond, body, start)
-    # the capacity of these samples: no solution at or above it (q* -> 1)
-    cap = jnp.log(p_s) / _sample_dist2(key, p_s, blocks, top)
-    good, status = _status(valid, alpha_s >= cap, fit)
+    z = jnp.zeros((), jnp.float64)
+    start = (b0, blank, jnp.asarray(0, jnp.int32), jnp.asarray(True), z, z)
+    blocks, fit, steps, _, cap, cap_se = jax.lax.while_loop(cond, body, start)
+    precise = ~(fit.converged & (fit.q_se > se_target))
+    good, status = _status(valid, alpha_s >= cap, fit, near(alpha_s, cap, cap_se), precise)
     nan = jnp.full((), jnp.nan)
     out = _result(
         fit, good, status, steps, jnp.where(valid, alpha_G, nan), blocks * BLOCK, jnp.where(valid, cap, nan)
@@ -458,7 +495,7 @@ class SaddleConfig(eqx.Module):
         return blocks(self.min_samples), blocks(self.max_samples), top, self.nodes, self.rtol, self.max_steps
 
 
-@float64
+@float64(alpha=POSITIVE, p=P, margin=MARGIN)
 def saddle(alpha, p, margin=0.0, *, key=None, config: SaddleConfig = SaddleConfig(), q0=0.5) -> Saddle:
     """RS saddle point `q*` at load `alpha = p ln p / d^2` (so `alpha_G = alpha / ln p`), at any
     `p` from 2 to beyond 1e12 at a cost that does not grow with `p`, with Monte Carlo errors.
@@ -483,7 +520,7 @@ def saddle(alpha, p, margin=0.0, *, key=None, config: SaddleConfig = SaddleConfi
 _saddle_jit = jax.jit(_saddle, static_argnums=(6, 7, 8, 9, 10, 11))
 
 
-@float64
+@float64(alphas=POSITIVE, p=P, margin=MARGIN)
 def saddle_path(alphas, p, margin=0.0, *, key=None, config: SaddleConfig = SaddleConfig(), q0=0.05) -> Saddle:
     """Continuation along an increasing grid of loads: each solve starts from the secant
     prediction (in `ln alpha`) of the two previous `logit(q*)` (restarting from `q0` after a
@@ -496,6 +533,8 @@ def saddle_path(alphas, p, margin=0.0, *, key=None, config: SaddleConfig = Saddl
     **Returns:** a `Saddle` with a leading grid axis.
     """
     _check(1.0, p, margin)
+    if np.ndim(alphas) != 1 or np.shape(alphas)[0] == 0:
+        raise InvalidArgument(f"alphas must be a non-empty 1-D grid of loads, got shape {np.shape(alphas)}")
     alphas = f64(alphas)
     args = (default_key(key), f64(config.se_target))
     rest = config.static(p)
@@ -523,7 +562,7 @@ def _path_step(carry, a, p, margin, key, se_target, min_blocks, max_blocks, top,
     out, w_new = _saddle(
         a, p, margin, key, guess, se_target, min_blocks, max_blocks, top, nodes, rtol, max_steps
     )
-    ok = out.status == SaddleStatus.success
+    ok = jnp.isfinite(out.q)  # a solution (success, or imprecise)
     nan = jnp.full((), jnp.nan, jnp.float64)
     new = (
         jnp.where(ok, w_new, w_init),
@@ -566,7 +605,7 @@ def _moments_fields(q, z, margin, nodes):
     return vals, g2
 
 
-@float64
+@float64(q=Domain(low=0.0, high=1.0, high_open=True), alpha_G=POSITIVE, margin=MARGIN)
 def free_entropy(q, alpha_G, z, margin=0.0, *, nodes: int = DEFAULT_NODES):
     """RS free entropy `phi(q)` for given all-fields samples `z` (the reference).
 
@@ -580,7 +619,7 @@ def free_entropy(q, alpha_G, z, margin=0.0, *, nodes: int = DEFAULT_NODES):
     return 0.5 * (jnp.log1p(-q) + q / (1 - q)) + alpha_G * vals.mean()
 
 
-@float64
+@float64(alpha=POSITIVE, margin=MARGIN)
 def saddle_fields(
     alpha,
     p: int,
@@ -621,7 +660,7 @@ def saddle_fields(
     return _result(fit, good, status, fit.steps, alpha_G, jnp.asarray(samples), cap)
 
 
-@float64
+@float64(p=P)
 def sample_capacity(p, *, key=None, samples: int = DEFAULT_BLOCKS * BLOCK, top: int | None = None):
     """The Gardner capacity on the saddle point's own samples, `ln p / mean dist^2(z_i)`
     (docs/science.md 2.1): the load at which `saddle(..., key=key)` has `q* -> 1` (reported as
@@ -632,4 +671,4 @@ def sample_capacity(p, *, key=None, samples: int = DEFAULT_BLOCKS * BLOCK, top: 
     **Returns:** the capacity in the load `alpha = p ln p / d^2` (float64)."""
     check_real_if_scalar("p", p, low=2.0)
     blocks = -(-check_int("samples", samples, 2) // BLOCK)
-    return jnp.log(f64(p)) / _sample_dist2(default_key(key), f64(p), blocks, _top(p, top))
+    return _sample_capacity(default_key(key), f64(p), blocks, _top(p, top))[0]

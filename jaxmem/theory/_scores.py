@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._capacity import DEFAULT_TOP, project, top_order_stats
-from ._common import default_key, float64, normal
+from ._common import default_key, float64, normal, P
 from ._hebbian import _check, target_samples
 
 
@@ -34,7 +34,7 @@ class ScoreLaw(eqx.Module):
         )
 
 
-@float64
+@float64(p=P)
 def optimal_scores(p, *, key=None, samples: int = 100_000, top: int = DEFAULT_TOP) -> ScoreLaw:
     """Scores of the optimal memory at capacity: the target coordinate of `proj_{C_p}(z)`.
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import optimistix as optx
 
 from .._validate import rank_of
-from ._common import f64, float64, normal, uniform
+from ._common import Domain, f64, float64, KAPPA, normal, uniform
 
 
 def _mass_above(phi):
@@ -65,7 +65,7 @@ def qc_cdf(s):
     return (s * jnp.sqrt(4 - s * s) / 2 + 2 * jnp.arcsin(s / 2)) / jnp.pi
 
 
-@float64
+@float64(kappa=KAPPA)
 def s_kappa(kappa):
     """Lower edge of the top-`kappa` part of the quarter circle: `int_{s_kappa}^2 rho_qc = kappa`.
 
@@ -77,7 +77,7 @@ def s_kappa(kappa):
     return 2 * jnp.cos(_phi(kappa))
 
 
-@float64
+@float64(kappa=KAPPA)
 def F(kappa):
     """Fraction of the squared Gaussian width kept at rank `kappa d`: `(2 phi - sin(4 phi)/2)/pi`.
 
@@ -89,7 +89,7 @@ def F(kappa):
     return (2 * phi - jnp.sin(4 * phi) / 2) / jnp.pi
 
 
-@float64
+@float64(kappa=KAPPA)
 def truncated_density(s, kappa):
     """Density of the top-`kappa` singular values: `rho_qc(s) / kappa` on `[s_kappa, 2]`.
 
@@ -101,7 +101,7 @@ def truncated_density(s, kappa):
     return jnp.where(s >= s_kappa(kappa), qc_density(s) / kappa, 0.0)
 
 
-@float64
+@float64(n=Domain(low=1, integer=True), kappa=KAPPA)
 def qc_sample(key, n: int, kappa=1.0):
     """`n` draws from the quarter circle truncated to its top `kappa` (kappa=1: the full law),
     by inverting the mass above `s`.
@@ -116,7 +116,12 @@ def qc_sample(key, n: int, kappa=1.0):
     return 2 * jnp.cos(jax.vmap(_phi)(u))
 
 
-@float64
+@float64(
+    d=Domain(low=1, integer=True),
+    p=Domain(low=1, integer=True),
+    samples=Domain(low=1, integer=True),
+    kappa=KAPPA,
+)
 def product_spectrum(key, d: int, p: int, *, samples: int = 4, kappa: float = 1.0):
     """Finite-`p/d` prediction: singular values / sqrt(d) of `U^T E` (`d x p` Gaussian factors,
     the shape of `sum_mu a_mu u_mu e_mu^T`), normalised to `|W|_F^2 = d^2 F(kappa)` after keeping
@@ -143,7 +148,7 @@ def _product_sv(key, d, p, m, samples, Fk):
     return jax.vmap(one)(jax.random.split(key, samples)).ravel()
 
 
-@float64
+@float64(d=Domain(low=1, integer=True), samples=Domain(low=1, integer=True), kappa=KAPPA)
 def init_spectrum(key, d: int, *, samples: int = 8, kappa: float = 1.0):
     """The initialisation's law at finite `d`: singular values / sqrt(d) of `samples` Gaussian
     memories (`W = G`, or `W = Q R^T` with `d x m` Gaussian factors for `kappa < 1`),

@@ -24,7 +24,7 @@ from jax.scipy.special import ndtr, ndtri
 
 from .._validate import check_int, check_real_if_scalar
 from ._capacity import _top, project, top_order_stats
-from ._common import default_key, f64, float64, normal
+from ._common import default_key, Domain, f64, float64, KAPPA, normal, P
 from ._spectra import F
 
 
@@ -64,7 +64,7 @@ def _prob(D, p, mu, v):
     return ndtr((D - p * mu) / jnp.sqrt(p * (v - 2 * mu)))
 
 
-@float64
+@float64(d=Domain(low=1.0), p=P, kappa=KAPPA)
 def transition(d, p, kappa=1.0, *, key=None, samples: int = DEFAULT_BLOCKS * BLOCK, top: int | None = None):
     """`P(all stored | d, p)` of the Gaussian surrogate in the normal approximation of the
     kinematic formula (docs/science.md 2.8), for a memory of rank `kappa d`.
@@ -130,7 +130,7 @@ def _load_at(D, P, moments, iters: int = 16):
     return p, jnp.sqrt((g_mu * mu_se) ** 2 + (g_v * v_se) ** 2) / jnp.abs(1 - G_p)
 
 
-@float64
+@float64(d=Domain(low=1.0), kappa=KAPPA)
 def transition_loads(d, kappa=1.0, *, key=None, samples: int = DEFAULT_BLOCKS * BLOCK) -> TransitionLoads:
     """The predicted transition at dimension `d` (rank `kappa d`): its centre `p_50` (Gardner's
     formula at finite `p`, `d^2 F(kappa) = p mu_p`) and the loads at `P(all stored)` = 0.75, 0.5,
@@ -153,8 +153,8 @@ def _loads(d, kappa, key, blocks: int):
     D = d**2 * F(kappa)
     moments = lambda p: _dist2_moments(key, p, blocks, 128)
     out = {}
-    for name, P in (("p75", 0.75), ("50", 0.5), ("p25", 0.25)):
-        p, p_se = _load_at(D, P, moments)
+    for name, level in (("p75", 0.75), ("50", 0.5), ("p25", 0.25)):
+        p, p_se = _load_at(D, level, moments)
         a = p * jnp.log(p) / d**2
         out[name] = (p, p_se, a, a * (1 + 1 / jnp.log(p)) * p_se / p)
     return TransitionLoads(*out["50"], *out["p75"][2:], *out["p25"][2:])
