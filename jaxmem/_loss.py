@@ -207,9 +207,10 @@ def cross_entropy(
 
 
 def scores(
-    V: Float[Array, "p d"], task: Task, *, precision=lax.Precision.HIGHEST, block: int = 256
+    V: Float[Array, "p d"], task: Task, *, precision=lax.Precision.HIGHEST, block: int = 256, n=None
 ) -> Scores:
-    """The `Scores` of the projections `V` (no gradient), dense or streaming by `use_stream`."""
+    """The `Scores` of the projections `V` (no gradient), dense or streaming by `use_stream`,
+    over the first `n` associations (default all; a padded row counts as stored)."""
     if use_stream(task):
-        return stream_pass(V, task, min(block, task.p), precision)[2]
-    return outcome(dense_scores(V, task, precision=precision))
+        return stream_pass(V, task, min(block, task.p), precision, n=n)[2]
+    return outcome(dense_scores(V, task, precision=precision), n)

@@ -10,6 +10,7 @@ stopped and several processes can share a folder (`shard`).
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import defaultdict
@@ -32,9 +33,10 @@ from ._threshold import (
     search_thresholds,
     SearchPlan,
     SOLVERS,
+    Thresholds,
 )
 from ._train import TrainConfig
-from ._validate import check_choice, check_int, InvalidArgument
+from ._validate import available_bytes, check_choice, check_int, check_memory, InvalidArgument
 
 
 RECORD_VERSION = 1
@@ -76,6 +78,8 @@ def point_configs(
         )
     if plan is None and solver == "hebbian":
         # the rule fails far below the optimal capacity (alpha ~ 0.05 at CPU sizes): scan to 0.15
+        if alpha_of(d, 2) / 2 > 0.15:
+            raise InvalidArgument(f"d must be >= 3 for the Hebbian scan (to the load 0.15), got {d}")
         plan = SearchPlan(p0=2, p_max=p_from_alpha(d, 0.15))
     if plan is None:
         plan = default_plan(d, kappa)
@@ -108,25 +112,79 @@ def point_configs(
         base.update(steps=adam_config.steps, lr=adam_config.lr, init_scale=adam_config.init_scale)
         if adam_config.accuracy != 1.0:
             base.update(accuracy=adam_config.accuracy)
+    batch = min(group, seeds)
+    check_memory(
+        "d, seeds and group", unit_bytes(d=d, p=plan.p_max, batch=batch, memory=decide_config.memory)
+    )
     return [dict(base, seeds=[s, min(seeds, s + group)]) for s in range(0, seeds, group)]
+
+
+def unit_bytes(*, d: int, p: int, batch: int, memory: int) -> float:
+    """A lower estimate of a threshold unit's memory: per instance of the batch, the task's
+    inputs and targets (`2 p d`), one tile of scores (`p x min(p, 256)`: larger ones are
+    streamed), and the decider's `W` with its L-BFGS history (`(2 memory + 4) d^2`), in
+    float32."""
+    return 4.0 * batch * (2 * p * d + p * min(p, 256) + (2 * memory + 4) * d * d)
+
+
+# A seed none of whose `p` failed is searched again up to this multiple of the plan's `p_max`
+# (doubling); one still unbracketed there is recorded as censored (its CI end is open).
+EXTEND = 2
+
+
+def _tasks(cfg: dict, seeds, p: int):
+    key = jax.random.key(cfg["seed0"])
+    tasks = [
+        make_task(
+            jax.random.fold_in(key, int(s)),
+            d=cfg["d"],
+            p=p,
+            problem=cfg["problem"],
+            embedding=cfg["embedding"],
+        )
+        for s in seeds
+    ]
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)
+
+
+def _search_bracketing(cfg, plan, search, *, log) -> tuple[Thresholds, int]:
+    """`search(tasks, plan, start)` over the unit's seeds; seeds censored at `plan.p_max` are
+    searched again with `p_max` doubled (tasks are nested: the longer task extends the shorter)
+    up to `EXTEND` times the plan's. **Returns:** the merged `Thresholds` and the last `p_max`."""
+    s0, s1 = cfg["seeds"]
+    th = search(_tasks(cfg, range(s0, s1), plan.p_max), plan, None)
+    limit = EXTEND * plan.p_max
+    while True:
+        again = np.flatnonzero(th.censored & ~th.undecided)
+        p_max = min(limit, 2 * plan.p_max)
+        need = unit_bytes(d=cfg["d"], p=p_max, batch=again.size, memory=cfg["memory"])
+        if not again.size or plan.p_max >= limit or need > available_bytes():
+            return th, plan.p_max
+        plan = SearchPlan(p0=plan.p0, p_max=p_max, step=plan.step, pad=plan.pad)
+        if log is not None:
+            print(f"  {again.size} seeds unbracketed: p_max raised to {plan.p_max}", file=log, flush=True)
+        more = search(_tasks(cfg, s0 + again, plan.p_max), plan, th.lo[again])
+        lo, hi, und = th.lo.copy(), th.hi.copy(), th.undecided.copy()
+        lo[again], und[again] = more.lo, more.undecided
+        hi[th.censored] = plan.p_max + 1  # none failed: the old `p_max + 1` moves with `p_max`
+        hi[again] = more.hi
+        decisions = list(th.decisions)
+        for j, i in enumerate(again):
+            decisions[i] = decisions[i] + more.decisions[j]
+        th = Thresholds(
+            lo=lo,
+            hi=hi,
+            undecided=und,
+            decisions=decisions,
+            seconds=th.seconds + more.seconds,
+            p_max=plan.p_max,
+        )
 
 
 def run_unit(cfg: dict, *, log=None) -> list[dict]:
     """Search the thresholds of one seed group; one record per seed."""
     plan = SearchPlan(**cfg["plan"])
     s0, s1 = cfg["seeds"]
-    key = jax.random.key(cfg["seed0"])
-    tasks = [
-        make_task(
-            jax.random.fold_in(key, s),
-            d=cfg["d"],
-            p=plan.p_max,
-            problem=cfg["problem"],
-            embedding=cfg["embedding"],
-        )
-        for s in range(s0, s1)
-    ]
-    tasks = jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)
     # a record without `decider` was written before the working-set decider existed: dense
     ws = {k: cfg[k] for k in ("working_set", "outer_every") if k in cfg}
     dcfg = DecideConfig(
@@ -147,9 +205,17 @@ def run_unit(cfg: dict, *, log=None) -> list[dict]:
         else TrainConfig()
     )
     rank = rank_of(cfg["d"], kappa=cfg["kappa"]) if cfg["model"] == "factored" else None
-    th = search_thresholds(
-        tasks, plan=plan, solver=cfg["solver"], rank=rank, decide_config=dcfg, adam_config=acfg, log=log
+    search = lambda tasks, plan, start: search_thresholds(
+        tasks,
+        plan=plan,
+        solver=cfg["solver"],
+        rank=rank,
+        decide_config=dcfg,
+        adam_config=acfg,
+        log=log,
+        start=start,
     )
+    th, p_max = _search_bracketing(cfg, plan, search, log=log)
     cid = config_id(cfg)
     recs = []
     for j, s in enumerate(range(s0, s1)):
@@ -163,6 +229,8 @@ def run_unit(cfg: dict, *, log=None) -> list[dict]:
                 p_star=int(th.lo[j]),
                 p_hi=int(th.hi[j]),
                 exact=bool(th.exact[j]),
+                censored=bool(th.censored[j]),
+                p_max=p_max,
                 undecided=bool(th.undecided[j]),
                 decisions=[
                     dict(p=p, status=STATUS[st], margin=_num(m), margin_bound=_num(b), iterations=it)
@@ -181,24 +249,42 @@ def _num(x):
 # ---------------------------------------------------------------- estimates
 
 
-def point_key(cfg: dict) -> tuple:
-    """What makes a measurement point: the memory and solver, and the settings that change what
-    is measured (embedding, Adam's learning rate, budget and criterion)."""
-    return (
-        cfg["d"],
-        cfg["problem"],
-        cfg["model"],
-        round(cfg["kappa"], 6),
-        cfg["solver"],
-        cfg.get("embedding", "gaussian"),
-        cfg.get("lr"),
-        cfg.get("steps"),
-        cfg.get("accuracy", 1.0),
+# the fields of a threshold config that choose how a threshold is found, not which threshold:
+# two points differing only in these measure the same thing (compare and pair them)
+_HOW = ("plan", "decider", "working_set", "outer_every", "memory")
+# the fields that name the memory and solver of a row (the rest are its settings)
+_HEAD = ("kind", "d", "problem", "model", "kappa", "solver")
+
+
+def point_key(cfg: dict) -> str:
+    """What makes a measurement point: every field of its config but the seed range (records
+    that differ in any setting, `seed0` included, are different measurements, never merged)."""
+    return json.dumps({k: v for k, v in cfg.items() if k not in ("seeds", "id")}, sort_keys=True)
+
+
+def _same_measurement(cfg: dict, drop=()) -> str:
+    return json.dumps(
+        {k: v for k, v in cfg.items() if k not in ("seeds", "id", *_HOW, *drop)}, sort_keys=True
     )
 
 
-def _sortable(key: tuple) -> tuple:
-    return tuple((x is None, x if x is not None else 0) for x in key)
+def _by_point(records: list[dict], key=point_key) -> dict:
+    """Records grouped by `key(config)`, each group a `{seed: record}` sorted by seed (a seed is
+    counted once, whatever the files)."""
+    groups = defaultdict(dict)
+    for r in records:
+        groups[key(r["config"])][r["seed"]] = r
+    return {k: dict(sorted(v.items())) for k, v in groups.items()}
+
+
+def _differing(configs: list[dict]) -> set:
+    """The fields whose value is not the same in all of `configs` (missing counts as a value)."""
+    keys = set().union(*configs) - {"seeds", "id"}
+    return {k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1}
+
+
+def _sortable(cfg: dict) -> tuple:
+    return (cfg["d"], cfg["problem"], cfg["model"], cfg["kappa"], cfg["solver"], point_key(cfg))
 
 
 def _bootstrap_median_alpha(p_star, d, rng, n_boot=2000):
@@ -208,32 +294,40 @@ def _bootstrap_median_alpha(p_star, d, rng, n_boot=2000):
 
 
 def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -> list[dict]:
-    """One row per measurement point: `p_c`, `alpha_c` with the order-statistic 95% CI, the
-    logistic cross-check, undecided seeds, and the theory `alpha_c(p_c, kappa)`."""
-    groups = defaultdict(dict)
-    for r in records:
-        groups[point_key(r["config"])][r["seed"]] = r  # a seed counted once, whatever the files
+    """One row per measurement point (`point_key`): `p_c`, `alpha_c` with the order-statistic
+    95% CI, the logistic cross-check, undecided and censored seeds, and the theory
+    `alpha_c(p_c, kappa)`. A row's `settings` are its config but the seed range; `setup` names
+    the settings in which it differs from the other rows of the same memory and solver."""
+    groups = _by_point(records)
+    cfgs = {k: next(iter(g.values()))["config"] for k, g in groups.items()}
+    heads = defaultdict(list)
+    for k, c in cfgs.items():
+        heads[tuple(c[f] for f in _HEAD)].append(c)
     rows = []
-    for key, by_seed in sorted(groups.items(), key=lambda kv: _sortable(kv[0])):
-        d, problem, model, kappa, solver, embedding, lr, steps, accuracy = key
-        recs = [by_seed[s] for s in sorted(by_seed)]
+    for key in sorted(groups, key=lambda k: _sortable(cfgs[k])):
+        cfg, recs = cfgs[key], list(groups[key].values())
+        d = cfg["d"]
         lo = np.array([r["p_star"] for r in recs])
         hi = np.array([r["p_hi"] for r in recs])
-        est = median_capacity(lo, hi, d)
+        est = median_capacity(lo, hi, d, censored=[_censored(r) for r in recs])
+        differ = _differing(heads[tuple(cfg[f] for f in _HEAD)])
         row = dict(
             d=d,
-            problem=problem,
-            model=model,
-            kappa=kappa,
-            solver=solver,
-            embedding=embedding,
-            lr=lr,
-            steps=steps,
-            criterion=accuracy,
+            problem=cfg["problem"],
+            model=cfg["model"],
+            kappa=round(cfg["kappa"], 6),
+            solver=cfg["solver"],
+            embedding=cfg.get("embedding", "gaussian"),
+            lr=cfg.get("lr"),
+            steps=cfg.get("steps"),
+            criterion=cfg.get("accuracy", 1.0),
+            settings={k: v for k, v in cfg.items() if k not in ("seeds", "id", *_HEAD)},
+            differs={k: cfg.get(k) for k in sorted(differ)},
             seeds=len(recs),
             **est,
             undecided=int(sum(r["undecided"] for r in recs)),
             exact=int(sum(r["exact"] for r in recs)),
+            censored=int(sum(_censored(r) for r in recs)),
             alpha_logistic=_num(logistic_cross_check(lo, d)),
             decisions=int(sum(len(r["decisions"]) for r in recs)),
             seconds=float(sum(r["seconds"] for r in recs)),
@@ -242,35 +336,61 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
             from ._estimate import theory_alpha_c
 
             ok = math.isfinite(est["p_c"]) and est["p_c"] >= 2
-            model_th = "hebbian" if solver == "hebbian" else model
-            row["theory_alpha_c"] = theory_alpha_c(d, est["p_c"], model_th, kappa, problem) if ok else None
+            model_th = "hebbian" if row["solver"] == "hebbian" else row["model"]
+            row["theory_alpha_c"] = (
+                theory_alpha_c(d, est["p_c"], model_th, row["kappa"], row["problem"]) if ok else None
+            )
             row["theory_verdict"] = theory_verdict(row)
         rows.append(CapacityRow(**row))
     return rows
 
 
+def _censored(rec: dict) -> bool:
+    """Whether a seed's threshold is only known to be at least its search's `p_max` (no `p`
+    tried failed): right-censored."""
+    p_max = rec["config"].get("plan", {}).get("p_max")
+    return rec.get("censored", p_max is not None and rec["p_hi"] > p_max)
+
+
 def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int = 2000) -> list[dict]:
-    """Per `d` and embedding, `alpha_c(a) - alpha_c(b)` for two selections of points (e.g. OP
-    and DP, all-stored criterion), with a 95% percentile-bootstrap CI over seeds, and the verdict
-    the CI allows."""
+    """`alpha_c(a) - alpha_c(b)` for two selections of points (e.g. OP and DP, all-stored
+    criterion), with a 95% percentile-bootstrap CI over seeds, and the verdict the CI allows.
+
+    Points are paired when their configs agree on everything but the fields `a` and `b` select
+    on and how the thresholds were found (`_HOW`: plan, decider); seeds are taken in seed order,
+    so the result does not depend on the order of the records.
+
+    **Returns:** one dict per pair of points: `d`, `embedding`, `diff`, `ci_low`, `ci_high`,
+    `verdict`, `seeds`, `seeds_to_decide`, and `setup` (the settings in which the pair differs
+    from the others at the same `d`, `""` if none)."""
     rng = np.random.default_rng(seed)
+    drop = set(a) | set(b)
     sel = lambda r, f: (
         all(r["config"][k] == v for k, v in f.items()) and r["config"].get("accuracy", 1.0) == 1.0
     )
+    key = lambda c: _same_measurement(c, drop)
+    ga = _by_point([r for r in records if sel(r, a)], key)
+    gb = _by_point([r for r in records if sel(r, b)], key)
+    common = [k for k in ga if k in gb]
+    cfg = {k: next(iter(ga[k].values()))["config"] for k in common}
+    common.sort(key=lambda k: (cfg[k]["d"], cfg[k]["embedding"], k))
+    at_d = defaultdict(list)
+    for k in common:
+        at_d[cfg[k]["d"], cfg[k]["embedding"]].append(cfg[k])
     out = []
-    for d, emb in sorted({(r["config"]["d"], r["config"]["embedding"]) for r in records}):
-        here = lambda r: r["config"]["d"] == d and r["config"]["embedding"] == emb
-        pa = {r["seed"]: r["p_star"] for r in records if here(r) and sel(r, a)}
-        pb = {r["seed"]: r["p_star"] for r in records if here(r) and sel(r, b)}
+    for k in common:
+        pa, pb = ga[k], gb[k]
         if len(pa) < 2 or len(pb) < 2:
             continue
-        xa, xb = np.array(list(pa.values())), np.array(list(pb.values()))
-        ma, mb = np.median(xa), np.median(xb)
-        diff = alpha_of(d, ma) - alpha_of(d, mb)
+        d, emb = cfg[k]["d"], cfg[k]["embedding"]
+        xa = np.array([r["p_star"] for r in pa.values()])
+        xb = np.array([r["p_star"] for r in pb.values()])
+        diff = alpha_of(d, np.median(xa)) - alpha_of(d, np.median(xb))
         boot = _bootstrap_median_alpha(xa, d, rng, n_boot) - _bootstrap_median_alpha(xb, d, rng, n_boot)
         lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
         verdict = "differ" if lo > 0 or hi < 0 else "undecided"
         n = min(len(xa), len(xb))
+        differ = _differing(at_d[d, emb]) - drop - set(_HOW)
         out.append(
             dict(
                 d=d,
@@ -281,6 +401,7 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
                 verdict=verdict,
                 seeds=[len(xa), len(xb)],
                 seeds_to_decide=_seeds_to_decide(diff, lo, hi, n),
+                setup=", ".join(f"{f} {cfg[k].get(f)}" for f in sorted(differ)),
             )
         )
     return out
@@ -296,50 +417,66 @@ def _seeds_to_decide(diff, lo, hi, n):
 
 
 def theory_verdict(row: dict) -> str:
-    """What the 95% CI says of the theory value: inside it, or the measurement above or below."""
+    """What the 95% CI says of the theory value: inside it, or the measurement above or below.
+    An interval left open by censored seeds decides only the side it bounds."""
     t, lo, hi = row.get("theory_alpha_c"), row.get("ci_low"), row.get("ci_high")
-    if t is None or lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+    finite = lambda x: x is not None and math.isfinite(x)
+    if t is None or not finite(lo):
         return "undecided (no CI)"
+    if not finite(hi):
+        if row.get("censored") and lo > t:
+            return "measured above theory (CI open above: censored seeds)"
+        return "undecided (CI open above: censored seeds; raise p_max)"
     if lo <= t <= hi:
         return "agrees (theory inside the 95% CI)"
     return f"measured {'above' if lo > t else 'below'} theory"
 
 
+# the fields of a config that are Adam's own
+_ADAM = ("steps", "lr", "init_scale", "accuracy", "precision")
+
+
 def adam_vs_certified(records: list[dict]) -> list[dict]:
     """Seed by seed on the same nested tasks: the fraction of seeds whose Adam threshold is below
-    the certified one, and the capacity lost to the step budget (certified minus Adam `alpha_c`)."""
-    by = defaultdict(dict)
-    for r in records:
-        c = r["config"]
-        if c.get("accuracy", 1.0) == 1.0:
-            key = (c["d"], c["problem"], c["model"], round(c["kappa"], 6), c["embedding"], c["solver"])
-            by[key][r["seed"]] = r
+    the certified one, and the capacity lost to the step budget (certified minus Adam `alpha_c`).
+
+    An Adam point is paired with every certified point on the same tasks (same `d`, problem,
+    memory, embedding and `seed0`), and seeds by their seed number, never by position."""
+    tasks = lambda c: _same_measurement(c, ("solver", "tol", "max_iter", *_ADAM))
+    adam = _by_point(
+        [r for r in records if r["config"]["solver"] == "adam" and r["config"].get("accuracy", 1.0) == 1.0]
+    )
+    cert = _by_point([r for r in records if r["config"]["solver"] == "certified"])
     out = []
-    for (d, problem, model, kappa, embedding, solver), adam in sorted(by.items()):
-        if solver != "adam" or (d, problem, model, kappa, embedding, "certified") not in by:
-            continue
-        cert = by[(d, problem, model, kappa, embedding, "certified")]
-        common = sorted(set(adam) & set(cert))
-        if not common:
-            continue
-        pa = np.array([adam[s]["p_star"] for s in common])
-        pc = np.array([cert[s]["p_star"] for s in common])
-        ma, mc = np.median(pa), np.median(pc)
-        out.append(
-            dict(
-                d=d,
-                problem=problem,
-                model=model,
-                kappa=kappa,
-                embedding=embedding,
-                seeds=len(common),
-                fraction_below=float(np.mean(pa < pc)),
-                fraction_above=float(np.mean(pa > pc)),
-                alpha_certified=alpha_of(d, mc),
-                alpha_adam=alpha_of(d, ma),
-                lost=alpha_of(d, mc) - alpha_of(d, ma),
+    for ka in sorted(adam, key=lambda k: _sortable(next(iter(adam[k].values()))["config"])):
+        ca = next(iter(adam[ka].values()))["config"]
+        for kc, cs in cert.items():
+            if tasks(next(iter(cs.values()))["config"]) != tasks(ca):
+                continue
+            common = sorted(set(adam[ka]) & set(cs))
+            if not common:
+                continue
+            pa = np.array([adam[ka][s]["p_star"] for s in common])
+            pc = np.array([cs[s]["p_star"] for s in common])
+            d = ca["d"]
+            ma, mc = np.median(pa), np.median(pc)
+            out.append(
+                dict(
+                    d=d,
+                    problem=ca["problem"],
+                    model=ca["model"],
+                    kappa=round(ca["kappa"], 6),
+                    embedding=ca["embedding"],
+                    seed0=ca["seed0"],
+                    seeds=len(common),
+                    fraction_below=float(np.mean(pa < pc)),
+                    fraction_above=float(np.mean(pa > pc)),
+                    alpha_certified=alpha_of(d, mc),
+                    alpha_adam=alpha_of(d, ma),
+                    lost=alpha_of(d, mc) - alpha_of(d, ma),
+                    per_seed=dict(seeds=common, adam=pa.tolist(), certified=pc.tolist()),
+                )
             )
-        )
     return out
 
 
@@ -373,6 +510,7 @@ def measure(
     same records."""
     i, n = shard
     check_int("jobs", jobs, 1)
+    points = list({config_id(c): c for c in points}.values())  # each unit once
     if jobs > 1 and store is not None:
         from ._workers import run_units
 
@@ -493,7 +631,11 @@ def capacity(
         adam_config=adam_config,
         plan=plan,
     )
-    recs = measure(units, store=None if out is None else Store(out), log=log)
+    store = None if out is None else Store(out)
+    if store is not None:
+        call = dict(d=d, problem=problem, seeds=seeds, model=model, kappa=kappa, solver=solver, seed0=seed0)
+        store.note_command(["jaxmem.capacity", json.dumps(dict(call, units=len(units)), sort_keys=True)])
+    recs = measure(units, store=store, log=log)
     row = threshold_rows(recs)[0]
     recs = sorted(recs, key=lambda r: r["seed"])
     return CapacityEstimate(

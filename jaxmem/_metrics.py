@@ -35,37 +35,50 @@ class Metrics(eqx.Module):
     near_tie: jax.Array  # some finite margin within TIE_RTOL of the score scale of zero
 
 
-def scores_of(model, task: Task, *, block: int = 256):
-    """The projections `V = E W^T` and the `Scores` per input, at `Precision.HIGHEST`."""
+def scores_of(model, task: Task, *, block: int = 256, n=None):
+    """The projections `V = E W^T` and the `Scores` per input, at `Precision.HIGHEST`, over
+    the first `n` associations (default all)."""
     V = model.project(task.inputs, precision=HIGHEST)
-    return V, scores(V, task, precision=HIGHEST, block=block)
+    return V, scores(V, task, precision=HIGHEST, block=block, n=n)
 
 
-def metrics(model, task: Task, tie_rtol=TIE_RTOL) -> Metrics:
-    """All metrics of one memory on one task (vmap it for an ensemble).
+def metrics(model, task: Task, tie_rtol=TIE_RTOL, n=None) -> Metrics:
+    """All metrics of one memory on one task (vmap it for an ensemble), over its first `n`
+    associations (default all). A padded task (`n < p`, `n` perhaps traced) gives per-input
+    arrays of length `p` whose entries `>= n` mean nothing: one program serves every `n`.
 
-    **Arguments:** `model`: one memory; `task`: one task.
+    **Arguments:** `model`: one memory; `task`: one task; `tie_rtol`: the near-tie band; `n`:
+    the real associations.
 
     **Returns:** `Metrics`.
     """
-    V, sc = scores_of(model, task)
+    V, sc = scores_of(model, task, n=n)
+    real = jnp.arange(task.p) < (task.p if n is None else n)
     sigma = jnp.linalg.norm(V, axis=1)
     ok = jnp.isfinite(sc.target) & jnp.isfinite(sc.best)
-    stored = sc.stored & ok
+    stored = sc.stored & ok & real
     return Metrics(
-        accuracy=stored.sum() / stored.shape[0],
-        all_stored=stored.all(),
+        accuracy=stored.sum() / real.sum(),
+        all_stored=jnp.all(stored | ~real),
         stored=stored,
         margin=sc.target - sc.best,
         target=sc.target / sigma,
         best=sc.best / sigma,
         singular_values=jnp.linalg.svd(model.weight(), compute_uv=False),
-        near_tie=jnp.any(ok & (jnp.abs(sc.target - sc.best) <= tie_rtol * sigma * math.sqrt(V.shape[-1]))),
+        near_tie=jnp.any(
+            real & ok & (jnp.abs(sc.target - sc.best) <= tie_rtol * sigma * math.sqrt(V.shape[-1]))
+        ),
     )
 
 
 def ensemble_metrics(
-    models, tasks: Task, *, batch_size: int = 8, recheck: bool = True, tie_rtol: float = TIE_RTOL
+    models,
+    tasks: Task,
+    *,
+    batch_size: int = 8,
+    recheck: bool = True,
+    tie_rtol: float = TIE_RTOL,
+    n: int | None = None,
 ) -> Metrics:
     """`metrics` over a leading ensemble axis, `batch_size` instances at a time (bounds the
     memory of the streaming evaluation of large DP tasks). Instances with a near-tie
@@ -73,26 +86,31 @@ def ensemble_metrics(
 
     **Arguments:** `models`: a batch of memories (leading axis `n`); `tasks`: the matching batch of
     tasks; `batch_size`: instances evaluated at once; `recheck`: the float64 recheck of the
-    instances with a margin within `tie_rtol` of the score scale of zero.
+    instances with a margin within `tie_rtol` of the score scale of zero; `n`: evaluate the first
+    `n` associations of tasks padded to more (one compiled program for every `n`).
 
-    **Returns:** `Metrics` with a leading axis `n`.
+    **Returns:** `Metrics` with a leading ensemble axis, per-input fields of length `n` (numpy
+    arrays).
     """
-    met = _ensemble_metrics(models, tasks, batch_size, tie_rtol)
-    if not recheck or tasks.inputs.dtype == jnp.float64:
-        return met
-    idx = np.flatnonzero(np.asarray(met.near_tie))
-    if idx.size == 0:
-        return met
-    to64 = lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x
-    with jax.enable_x64(True):
-        sub = jax.tree.map(lambda x: to64(jnp.asarray(x)[idx]), (models, tasks))
-        met64 = jax.tree.map(np.asarray, _ensemble_metrics(*sub, batch_size, tie_rtol))
-    out = jax.tree.map(np.array, met)
-    for name in out.__dataclass_fields__:
-        getattr(out, name)[idx] = getattr(met64, name)
-    return out
+    P = tasks.inputs.shape[-2]
+    n = P if n is None else n
+    real = jnp.asarray(n, jnp.int32)
+    met = jax.tree.map(np.array, _ensemble_metrics(models, tasks, batch_size, tie_rtol, real))
+    if recheck and tasks.inputs.dtype != jnp.float64:
+        idx = np.flatnonzero(met.near_tie)
+        if idx.size:
+            to64 = lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x
+            with jax.enable_x64(True):
+                sub = jax.tree.map(lambda x: to64(jnp.asarray(x)[idx]), (models, tasks))
+                met64 = jax.tree.map(np.asarray, _ensemble_metrics(*sub, batch_size, tie_rtol, real))
+            for name in met.__dataclass_fields__:
+                getattr(met, name)[idx] = getattr(met64, name)
+    per_input = ("stored", "margin", "target", "best")
+    return eqx.tree_at(
+        lambda m: [getattr(m, k) for k in per_input], met, [getattr(met, k)[:, :n] for k in per_input]
+    )
 
 
 @eqx.filter_jit
-def _ensemble_metrics(models, tasks, batch_size: int, tie_rtol):
-    return jax.lax.map(lambda mt: metrics(*mt, tie_rtol), (models, tasks), batch_size=batch_size)
+def _ensemble_metrics(models, tasks, batch_size: int, tie_rtol, n):
+    return jax.lax.map(lambda mt: metrics(*mt, tie_rtol, n), (models, tasks), batch_size=batch_size)

@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import equinox as eqx  # noqa: E402
+import jax  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -62,6 +63,22 @@ def _certified(records, d, problem, kappa=1.0):
     ]
 
 
+def _legend(ax) -> None:
+    """The legend of a panel that has labelled artists (none is drawn otherwise)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
+def _log_scale(ax, have: bool, *axes: str) -> None:
+    """Log scales on `axes` of a panel that has data; a panel without says so instead (a log
+    axis of nothing cannot be drawn)."""
+    if have:
+        for a in axes:
+            getattr(ax, f"set_{a}scale")("log")
+    else:
+        ax.text(0.5, 0.5, "no records for this panel", ha="center", va="center", transform=ax.transAxes)
+
+
 def fig_transition(data: ReportData, out):
     """P(all stored at p) = P(p* >= p) over seeds against the load, for each d, OP and DP, with
     the transition theory's curve and its band between P = 0.75 and 0.25."""
@@ -86,7 +103,7 @@ def fig_transition(data: ReportData, out):
         ax.set_title(
             f"{problem.upper()}: steps measured (certified), thick theory, band P 0.75..0.25", fontsize=9
         )
-        ax.legend(fontsize=7)
+        _legend(ax)
     axes[0].set_ylabel("P(all p stored)")
     return save_figure(fig, out, "fig1_transition"), []
 
@@ -153,7 +170,7 @@ def fig_finite_size(data: ReportData, out):
     ax.set_xlabel("d")
     ax.set_ylabel(r"$\hat\alpha_c = p_c\ln p_c/d^2$")
     ax.set_title("Capacity against d (95% CIs)", fontsize=10)
-    ax.legend(fontsize=7)
+    _legend(ax)
     heb = _rows(rows, solver="hebbian")
     _errorbar(bx, heb, [r["d"] for r in heb], "C4", "Hebbian all-stored (simulation)")
     if heb:
@@ -169,7 +186,7 @@ def fig_finite_size(data: ReportData, out):
     bx.set_xlabel("d")
     bx.set_ylabel(r"$\hat\alpha$ (all stored)")
     bx.set_title("Hebbian rule", fontsize=10)
-    bx.legend(fontsize=7)
+    _legend(bx)
     return save_figure(fig, out, "fig2_finite_size"), []
 
 
@@ -207,9 +224,10 @@ def fig_spectra(data: ReportData, out):
         d = recs[0]["config"]["d"]
         p = int(np.median([r["p"] for r in recs]))
         sv = np.concatenate([r["singular_values"] for r in recs])
-        law = np.asarray(th.qc_sample(data.key, 20_000, kappa))
-        init = np.asarray(th.init_spectrum(data.key, d, samples=16, kappa=kappa))
-        fin = np.asarray(th.product_spectrum(data.key, d, p, samples=16, kappa=kappa))
+        k_law, k_init, k_fin = jax.random.split(jax.random.fold_in(data.key, d), 3)  # independent laws
+        law = np.asarray(th.qc_sample(k_law, 20_000, kappa))
+        init = np.asarray(th.init_spectrum(k_init, d, samples=16, kappa=kappa))
+        fin = np.asarray(th.product_spectrum(k_fin, d, p, samples=16, kappa=kappa))
         ax.hist(sv, bins=20, density=True, alpha=0.5, label=f"max margin ({len(recs)} seeds)")
         if model == "full":
             ax.plot(s, np.asarray(th.qc_density(s)), "k-", label=r"quarter circle ($p/d\to\infty$)")
@@ -229,7 +247,7 @@ def fig_spectra(data: ReportData, out):
         ax.set_xlabel(r"singular value / $\sqrt{d}$")
         ax.set_ylabel("density")
         ax.set_title(f"{model} {problem.upper()}, d={d}, p* ~ {p}", fontsize=10)
-        ax.legend(fontsize=7)
+        _legend(ax)
         ratio = np.median([r["margin"] / r["margin_bound"] for r in recs])
         name = "quarter circle" if model == "full" else "truncated law"
         noise = 1.36 * math.sqrt(1 / sv.size + 1 / law.size)
@@ -279,7 +297,7 @@ def fig_scores(data: ReportData, out):
         ax.set_xlabel(r"score / $|W e_\mu|$")
         ax.set_ylabel("density")
         ax.set_title(f"{title}, d={d}, p ~ {p}", fontsize=10)
-        ax.legend(fontsize=7)
+        _legend(ax)
         notes.append(
             f"{title} (d={d}, {len(recs)} seeds, p* median {p}): target mean {tgt.mean():.2f} sd "
             f"{tgt.std():.2f} (theory {lt.mean():.2f} sd {lt.std():.2f}); best competitor mean "
@@ -345,7 +363,7 @@ def fig_rank(data: ReportData, out):
     ax.set_xlabel(r"$\kappa = m/d$")
     ax.set_ylabel(r"$\hat\alpha_c$")
     ax.set_title(r"Rank-constrained memory $W = QR^T$ (certified: lower bound)", fontsize=10)
-    ax.legend(fontsize=7)
+    _legend(ax)
     return save_figure(fig, out, "fig5_rank"), []
 
 
@@ -356,21 +374,8 @@ def fig_adam(data: ReportData, out):
     avc = [c for c in adam_vs_certified(data.records) if c["model"] == "full"]
     fig, ax = plt.subplots(figsize=(6.2, 4.3))
     for c in avc:
-        d = c["d"]
-        cert = {
-            r["seed"]: r["p_star"]
-            for r in _certified(data.records, d, c["problem"])
-            if r["config"]["model"] == "full"
-        }
-        adam = {
-            r["seed"]: r["p_star"]
-            for r in _select(
-                data.records, d=d, problem=c["problem"], solver="adam", embedding="gaussian", model="full"
-            )
-            if r["config"].get("accuracy", 1.0) == 1.0
-        }
-        common = sorted(set(cert) & set(adam))
-        lost = np.array([alpha_of(d, cert[s]) - alpha_of(d, adam[s]) for s in common])
+        d, ps = c["d"], c["per_seed"]
+        lost = alpha_of(d, np.array(ps["certified"], float)) - alpha_of(d, np.array(ps["adam"], float))
         ax.scatter(
             np.full(lost.size, d) * (1 + 0.02 * np.random.default_rng(d).standard_normal(lost.size)),
             lost,
@@ -382,11 +387,11 @@ def fig_adam(data: ReportData, out):
     ax.plot([], [], "o", color="C0", alpha=0.5, label="per seed (jittered)")
     ax.plot([], [], "D", color="C3", label="difference of medians")
     ax.axhline(0, color="k", lw=0.8)
-    ax.set_xscale("log")
+    _log_scale(ax, bool(avc), "x")
     ax.set_xlabel("d")
     ax.set_ylabel(r"certified $\alpha$ − Adam $\alpha$")
     ax.set_title("Capacity lost to Adam's step budget (OP, same tasks)", fontsize=10)
-    ax.legend(fontsize=7)
+    _legend(ax)
     return save_figure(fig, out, "fig6_adam"), []
 
 
@@ -423,12 +428,11 @@ def fig_peer(data: ReportData, out):
             lw=1,
             label=r"guide $d^2 = 1.3\,N\ln N$",
         )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    _log_scale(ax, bool(pr), "x", "y")
     ax.set_xlabel(r"$d^2$")
     ax.set_ylabel("capacity N (median over seeds, 95% CI)")
     ax.set_title("A peer's protocol: unit-norm embeddings", fontsize=10)
-    ax.legend(fontsize=7)
+    _legend(ax)
     return save_figure(fig, out, "fig7_peer"), []
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 
 
 def versions() -> dict:
@@ -39,4 +40,5 @@ def device_info() -> dict:
         count=jax.device_count(),
         cpus=os.cpu_count(),
         host=platform.platform(),
+        hostname=socket.gethostname(),
     )

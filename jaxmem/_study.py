@@ -10,6 +10,7 @@ reads the same threshold records as the report's capacity table.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -314,9 +315,10 @@ def run_study(spec: StudySpec, out: str, *, log=None, jobs: int = 1) -> dict:
     read, not rerun), by `jobs` worker processes (`_workers`; the records do not depend on it).
 
     **Returns:** `dict(seconds=..., units=...)`."""
-    from ._workers import run_units
+    from ._workers import check_jobs, run_units
 
     t0 = time.perf_counter()
+    check_jobs(jobs)
     store = Store(out)
     points = study_points(spec)
     recs = measure(points, store=store, log=log, jobs=jobs)
@@ -343,6 +345,10 @@ def setup(row) -> str:
         parts.append(f"accuracy {row['criterion']:g}")
     if row.get("solver") == "adam":
         parts.append(f"lr {row['lr']:g}, {row['steps']} steps")
+    shown = {"embedding", "accuracy", "lr", "steps"}
+    for k, v in row.get("differs", {}).items():
+        if k not in shown:
+            parts.append(f"{k} {json.dumps(v) if isinstance(v, dict | list) else v}")
     return ", ".join(parts) or "—"
 
 
@@ -378,7 +384,7 @@ def _shrink(records, d1, d2, rng, n_boot=2000):
         return np.array(
             [
                 r["p_star"]
-                for r in records
+                for r in sorted(records, key=lambda r: (r["config"]["seed0"], r["seed"]))
                 if r["config"]["d"] == d
                 and r["config"]["problem"] == problem
                 and r["config"]["model"] == "full"

@@ -85,8 +85,36 @@ def config_id(cfg: dict) -> str:
 
 def expected_records(cfg: dict) -> int:
     """How many records (seeds) a config's file must hold."""
+    return len(expected_seeds(cfg))
+
+
+def expected_seeds(cfg: dict) -> list[int]:
+    """The seeds a config's file must hold, each once: `range(s0, s1)` for a seed range
+    `[s0, s1]`, `range(n)` for a count."""
     seeds = cfg["seeds"]
-    return seeds[1] - seeds[0] if isinstance(seeds, list) else int(seeds)
+    return list(range(*seeds)) if isinstance(seeds, list) else list(range(int(seeds)))
+
+
+# What every record of a kind must carry beside `config` and `seed` (a file missing any is
+# invalid: skipped by readers, rerun by runs), and what its config must carry.
+_FIELDS = {
+    None: ({"all_stored"}, {"d", "p", "problem", "model", "kappa", "seeds", "seed0"}),
+    "threshold": (
+        {"p_star", "p_hi", "exact", "undecided", "decisions", "seconds"},
+        {"d", "problem", "model", "kappa", "solver", "seeds", "seed0", "embedding", "plan"},
+    ),
+}
+
+
+def _complete(recs: list[dict]) -> bool:
+    kind = recs[0].get("kind")
+    fields, cfg_fields = _FIELDS.get(kind, (set(), {"d", "seeds"}))
+    cfg = recs[0]["config"]
+    return (
+        isinstance(cfg, dict)
+        and cfg_fields <= set(cfg)
+        and all({"seed", *fields} <= set(r) and r.get("kind") == kind for r in recs)
+    )
 
 
 class Store:
@@ -115,8 +143,9 @@ class Store:
             return None
         want = recs[0]["config"] if cfg is None else cfg
         if (
-            any(r["config"] != want for r in recs)
-            or len(recs) != expected_records(want)
+            not _complete(recs)
+            or any(r["config"] != want for r in recs)
+            or sorted(r["seed"] for r in recs) != expected_seeds(want)  # none missing, none twice
             or os.path.basename(path) != config_id(want) + ".jsonl"
         ):
             return None
@@ -131,10 +160,16 @@ class Store:
             raise RuntimeError(f"invalid record file {self.path(cfg)}")
         return recs
 
-    def write(self, cfg: dict, recs: list[dict]) -> None:
-        if not self._cleaned:  # once per store: the temp files of writers that died mid-write
-            clean_stale(self.records_dir)
+    def _clean(self) -> None:
+        """Once per store, before its first write: the temp files that writers which died
+        mid-write left in the folder, its `records/` and its `commands/`."""
+        if not self._cleaned:
+            for folder in (self.out, self.records_dir, os.path.join(self.out, "commands")):
+                clean_stale(folder)
             self._cleaned = True
+
+    def write(self, cfg: dict, recs: list[dict]) -> None:
+        self._clean()
         atomic_write(self.path(cfg), "".join(json.dumps(r, allow_nan=False) + "\n" for r in recs))
 
     def get_or_run(self, cfg: dict, *, progress: bool = False, detail: bool = True) -> list[dict]:
@@ -168,11 +203,16 @@ class Store:
         never lose each other's entries."""
         import uuid
 
+        self._clean()
         path = os.path.join(self.out, "meta.json")
         try:
             with open(path) as f:
                 json.load(f)
         except (OSError, ValueError):
+            if os.path.exists(path):  # unreadable: kept beside, never silently replaced
+                aside = f"{path}.invalid-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+                os.replace(path, aside)
+                print(f"jaxmem: warning: unreadable {path} moved to {aside}", file=sys.stderr)
             meta = dict(
                 created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 record_version=RECORD_VERSION,
@@ -181,7 +221,7 @@ class Store:
             )
             atomic_write(path, json.dumps(meta, indent=1))
         at = time.strftime("%Y%m%dT%H%M%S")
-        entry = dict(argv=list(argv), pid=os.getpid(), at=at, versions=versions())
+        entry = dict(argv=list(argv), pid=os.getpid(), at=at, versions=versions(), device=device_info())
         atomic_write(
             os.path.join(self.out, "commands", f"{at}-{os.getpid()}-{uuid.uuid4().hex[:8]}.json"),
             json.dumps(entry, indent=1),

@@ -100,7 +100,10 @@ class Thresholds(eqx.Module):
       unstorable (`p_max + 1` if none): the threshold lies in `[lo, hi - 1]`, and is `lo` exactly
       when `hi == lo + 1`.
     - `decisions`: per seed, the list of `(p, status, margin, margin_bound, iterations)` tried.
-    - `undecided`: whether the seed's search stopped at an undecided instance.
+    - `undecided`: whether the seed's search stopped at an undecided instance (or made no
+      decision at all).
+    - `p_max`: the largest `p` the search could try. A seed none of whose `p` failed has
+      `hi = p_max + 1`, a `p` never tried: its threshold is right-censored at `p_max`.
     """
 
     lo: np.ndarray
@@ -108,10 +111,16 @@ class Thresholds(eqx.Module):
     undecided: np.ndarray
     decisions: list
     seconds: float
+    p_max: int
+
+    @property
+    def censored(self) -> np.ndarray:
+        """Whether the seed's threshold is only known to be at least `lo` (nothing failed)."""
+        return self.hi > self.p_max
 
     @property
     def exact(self) -> np.ndarray:
-        return (self.hi == self.lo + 1) & ~self.undecided
+        return (self.hi == self.lo + 1) & ~self.undecided & ~self.censored
 
 
 def _propose(lo, hi, plan: SearchPlan):
@@ -229,13 +238,17 @@ class _Search:
         self.hi[seeds[bad]] = ps[bad]
         self.undecided[seeds[status == UNDECIDED]] = True
 
-    def result(self, t0) -> Thresholds:
+    def result(self, t0, *, scan: bool = False) -> Thresholds:
+        # scan: the threshold came from one scan (the Hebbian rule), not from decisions;
+        # otherwise a seed without a single decision knows nothing of its threshold
+        none = np.array([not d for d in self.decisions]) & (not scan)
         return Thresholds(
             lo=self.lo,
             hi=self.hi,
-            undecided=self.undecided,
+            undecided=self.undecided | none,
             decisions=self.decisions,
             seconds=time.perf_counter() - t0,
+            p_max=self.plan.p_max,
         )
 
 
@@ -314,6 +327,7 @@ def search_thresholds(
     decide_config: DecideConfig = DecideConfig(),
     adam_config: TrainConfig = TrainConfig(),
     log=None,
+    start=None,
 ) -> Thresholds:
     """Find every seed's threshold `p*` by bracketing and bisection.
 
@@ -329,6 +343,8 @@ def search_thresholds(
       `lo` is the largest `p` at which a rank-`m` memory was found, and `hi` is not a certificate.
     - `decide_config`, `adam_config`: the solvers' settings.
     - `log`: optional file for one line per round.
+    - `start`: optional per-seed `p` known storable (from a search with a smaller `p_max`, whose
+      seeds were censored): the search brackets upward from there.
 
     **Returns:** `Thresholds`.
     """
@@ -339,12 +355,14 @@ def search_thresholds(
         raise InvalidArgument(f"tasks hold {P_all} associations, fewer than plan.p_max = {plan.p_max}")
     t0 = time.perf_counter()
     search = _Search(n, plan, lower_bound=solver == "certified" and rank is not None)
+    if start is not None:
+        search.lo = np.asarray(start, np.int64).copy()
     if solver == "certified":
         _certified_search(tasks, search, rank=rank, cfg=decide_config, log=log, t0=t0)
         return search.result(t0)
     if solver == "hebbian":
         _hebbian_search(tasks, search)
-        return search.result(t0)
+        return search.result(t0, scan=True)
     rnd = 0
     while True:
         active = search.searching()
@@ -405,21 +423,26 @@ def median_ci(n: int, level: float = 0.95) -> tuple[int, int]:
     return j, n + 1 - j
 
 
-def median_capacity(lo, hi, d: int, level: float = 0.95) -> dict:
+def median_capacity(lo, hi, d: int, level: float = 0.95, censored=None) -> dict:
     """`p_c` (median threshold), `alpha_c`, and the order-statistic CI in `p` and `alpha`.
 
     A seed whose threshold is only bracketed (`[lo, hi - 1]`) enters the lower end of the CI with
     `lo` and the upper end with `hi - 1`, so the interval stays conservative; the point estimate
-    uses `lo` (a lower bound where inexact).
+    uses `lo` (a lower bound where inexact). A `censored` seed (no `p` failed: its threshold is
+    only known to be at least `lo`) enters the upper end as `+inf`, so an upper end that reaches
+    it is open (`inf`).
     """
     lo, hi = np.asarray(lo), np.asarray(hi)
     n = lo.size
-    lower, upper = np.sort(lo), np.sort(hi - 1)
+    top = np.asarray(hi - 1, float)
+    if censored is not None:
+        top[np.asarray(censored, bool)] = math.inf
+    lower, upper = np.sort(lo), np.sort(top)
     p_c = float(np.median(lo))
     j, k = median_ci(n, level)
     p_lo = float(lower[j - 1]) if j >= 1 else math.nan
     p_hi = float(upper[k - 1]) if k <= n else math.nan
-    a = lambda p: alpha_of(d, p) if math.isfinite(p) and p >= 2 else math.nan
+    a = lambda p: math.inf if p == math.inf else alpha_of(d, p) if math.isfinite(p) and p >= 2 else math.nan
     return dict(
         p_c=p_c,
         alpha_c=a(p_c),

@@ -84,6 +84,14 @@ class TrainConfig(eqx.Module):
             raise InvalidArgument(
                 f"optimizer must be an optax factory such as optax.adam, got {self.optimizer!r}"
             )
+        try:
+            made = self.optimizer(learning_rate=self.lr)
+        except TypeError as e:
+            raise InvalidArgument(f"optimizer must take learning_rate, as optax.adam does: {e}") from None
+        if not isinstance(made, optax.GradientTransformation):
+            raise InvalidArgument(
+                f"optimizer must return an optax GradientTransformation, got {type(made).__name__}"
+            )
         check_choice("precision", self.precision, PRECISIONS)
         check_real("accuracy", self.accuracy, low=0.0, low_open=True, high=1.0)
         if self.stream not in (None, True, False):
@@ -387,9 +395,13 @@ def train(
 
     **Returns:** a `Run` (its metrics are those of the first `n` associations).
     """
-    config = dataclasses.replace(config, **overrides) if overrides else config
     if not isinstance(config, TrainConfig):
         raise InvalidArgument(f"config must be a TrainConfig, got {config!r}")
+    unknown = set(overrides) - {f.name for f in dataclasses.fields(TrainConfig)}
+    if unknown:
+        names = ", ".join(sorted(unknown))
+        raise InvalidArgument(f"{names}: not a TrainConfig field (the overrides are its fields)")
+    config = dataclasses.replace(config, **overrides) if overrides else config
     if tasks.inputs.ndim != 3:
         raise InvalidArgument("tasks must be a batch from make_tasks (leading ensemble axis)")
     size, P, d = tasks.inputs.shape
@@ -420,8 +432,7 @@ def train(
     )
     if bar is not None:
         bar.close()
-    real = tasks if n == P else tasks.prefix(n)
-    met = ensemble_metrics(state.params, real)
+    met = ensemble_metrics(state.params, tasks, n=n)  # at the padded size: one program for all n
     done = np.asarray(state.done_step)
     finite = np.asarray(jax.vmap(_finite)(state.params))
     diverged = np.asarray(state.diverged) | ~finite

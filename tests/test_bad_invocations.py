@@ -69,6 +69,12 @@ BAD = [
     ("--r", "theory listwise --r 2"),
     ("--d", "theory hebbian --d 0 --p 10"),
     ("--problem", "theory hebbian --d 8 --p 10 --problem xp"),
+    ("--shard", "capacity --d 8 --plan --shard 5/2"),
+    ("--seeds", "capacity missing --seeds 4"),
+    ("--tol", "capacity --d 8 --out X --tol 0.3"),
+    ("d must be >= 3", "capacity --d 2 --solver hebbian --out X"),
+    ("d, seeds and group", "capacity --d 4096 --seeds 16 --out X"),
+    ("p", "theory capacity --p 1e308"),
 ]
 
 

@@ -45,6 +45,11 @@ STORABLE, UNSTORABLE, UNDECIDED = 0, 1, 2
 STATUS = ("storable", "unstorable", "undecided")
 DECIDERS = ("dense", "working-set", "auto")
 _RUNNING = -1
+# The largest `DecideConfig.tol`. Measured (`jaxmem capacity --d 12 20 --problem op dp --seeds
+# 16 --tol T`): the median thresholds equal those of the default 1e-5 up to T = 1e-3, while 1e-2
+# already lowers the DP's at d = 20; margins at the threshold shrink with `d`, so the default is
+# far below the bound.
+MAX_TOL = 1e-3
 
 
 class DecideConfig(eqx.Module):
@@ -54,6 +59,8 @@ class DecideConfig(eqx.Module):
 
     - `tol`: an instance is unstorable when its multiplier bound on the best normalised margin
       is below `tol` (the iterations stop at `tol / 2`, leaving room for the float64 recheck).
+      At most `MAX_TOL`: "unstorable" then means "no memory with a normalised margin above
+      `tol`", and thresholds are those of `tol -> 0`, which a larger `tol` lowers.
     - `max_iter`: L-BFGS iterations per instance (per phase for rank-constrained memories).
     - `memory`: L-BFGS history length.
     - `chunk`: iterations per jitted chunk between compactions of the ensemble.
@@ -80,7 +87,7 @@ class DecideConfig(eqx.Module):
     outer_every: int = 20
 
     def __check_init__(self):
-        check_real("tol", self.tol, low=0.0, low_open=True, high=1.0)
+        check_real("tol", self.tol, low=0.0, low_open=True, high=MAX_TOL)
         check_int("max_iter", self.max_iter, 1)
         check_int("memory", self.memory, 1)
         check_int("chunk", self.chunk, 1)
@@ -104,7 +111,7 @@ class Decision(eqx.Module):
     - `margin_bound`: `|sum_i lambda_i A_i|_F / a` for the final multipliers, in float64: a
       certified upper bound on `gamma*` (`inf` where every residual vanished).
     - `iterations`: solver iterations used (both phases for rank-constrained memories).
-    - `weight`: the memories found, `(n, d, d)`; for rank `m`, their product `Q R^T`.
+    - `weight`: the memories found, `(n, d, d)` in float64; for rank `m`, their product `Q R^T`.
     - `tol`: the tolerance of the unstorable certificate.
     """
 
@@ -606,7 +613,7 @@ def conclude(solver: Decider, inst: _Instance, st: _State) -> Decision:
         margin=margin,
         margin_bound=bound,
         iterations=iterations,
-        weight=W,
+        weight=np.asarray(W, np.float64),  # one dtype whether or not a near-tie was redone in float64
         tol=float(config.tol),
     )
 

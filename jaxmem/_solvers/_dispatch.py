@@ -114,6 +114,12 @@ def decide(
     n, P, d = tasks.inputs.shape
     if model not in ("full", "factored"):
         raise InvalidArgument(f"model must be 'full' or 'factored', got {model!r}")
+    if p is not None and np.ndim(p) and np.shape(p) != (n,):
+        raise InvalidArgument(f"p must be one integer or one per task ({n}), got shape {np.shape(p)}")
+    if model == "factored" and config.stream:
+        raise InvalidArgument(
+            "config.stream: a factored memory is decided on dense constraints only (stream=True streams them)"
+        )
     ps = np.broadcast_to(np.asarray(P if p is None else p), (n,))
     if not (np.issubdtype(ps.dtype, np.integer) and np.all((ps >= 2) & (ps <= P))):
         raise InvalidArgument(f"p must be integers in [2, {P}], got {ps.tolist()}")

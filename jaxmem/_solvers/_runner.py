@@ -121,9 +121,10 @@ def run_ensemble(
     - `devices`: split each chunk's batch over these (`ensemble_mesh`; the bucket is rounded up
       to a multiple of their number).
     - `refill`: optional `(finished, instances, state) -> (instances, state, restarted)`, called
-      with the indices that finished in the last chunk; it may give any of them new work (a new
-      instance and its fresh state; shapes may change) and returns those indices, which rejoin the
-      batch. A stream of short problems then keeps the batch full instead of waiting for the
+      with the indices that finished (at their start or in the last chunk); it may give any of
+      them new work (a new instance and its fresh state; shapes may change) and returns those
+      indices, which rejoin the batch (and are handed back at once if finished at their start).
+      A stream of short problems then keeps the batch full instead of waiting for the
       slowest of a round.
 
     **Returns:** `(state, work)`: the final state, stacked over the ensemble axis in the input
@@ -136,6 +137,20 @@ def run_ensemble(
     n = jax.tree.leaves(instances)[0].shape[0]
     state = init_states(solver, instances) if state is None else state
     fin, left = (np.array(x) for x in _status(solver, state))
+
+    def settle(newly, instances, state, fin, left):
+        # hand finished instances to `refill`, and again those whose new work is finished at
+        # its start, until none is: no instance finishes unseen
+        while refill is not None and newly.size:
+            instances, state, again = refill(newly, instances, state)
+            again = np.asarray(again, int)
+            if not again.size:
+                break
+            fin, left = (np.array(x) for x in _status(solver, state))
+            newly = again[fin[again]]
+        return instances, state, fin, left
+
+    instances, state, fin, left = settle(np.flatnonzero(fin), instances, state, fin, left)
     active = np.flatnonzero(~fin)
     work = 0
     while active.size:
@@ -149,10 +164,7 @@ def run_ensemble(
         newly = rows[np.asarray(fin_part)[: rows.size] & ~fin[rows]]
         fin[rows] = np.asarray(fin_part)[: rows.size]
         left[rows] = np.asarray(left_part)[: rows.size]
-        if refill is not None and newly.size:
-            instances, state, again = refill(newly, instances, state)
-            if len(again):
-                fin, left = (np.array(x) for x in _status(solver, state))
+        instances, state, fin, left = settle(newly, instances, state, fin, left)
         active = np.flatnonzero(~fin)
         work += size * length
         if progress is not None:

@@ -354,7 +354,7 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
         margin=margin,
         margin_bound=bound,
         iterations=iterations,
-        weight=W,
+        weight=np.asarray(W, np.float64),  # one dtype whether or not a near-tie was redone in float64
         tol=float(config.tol),
     )
 

@@ -104,6 +104,22 @@ def parse_shard(spec: str | None) -> tuple[int, int]:
     return i, n
 
 
+def writable_folder(flag: str, path: str) -> str:
+    """An output folder: absent (created on the first write), or a folder whose `records`,
+    `commands` and `meta.json` are of the right kind and which this process may write."""
+    import os
+
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ArgumentError(f"argument {flag}: {path!r} is a file, not a folder")
+    for name, want_dir in (("records", True), ("commands", True), ("meta.json", False)):
+        p = os.path.join(path, name)
+        if os.path.exists(p) and os.path.isdir(p) != want_dir:
+            raise ArgumentError(f"argument {flag}: {p!r} should be a {'folder' if want_dir else 'file'}")
+    if os.path.isdir(path) and not os.access(path, os.W_OK | os.X_OK):
+        raise ArgumentError(f"argument {flag}: {path!r} is not writable")
+    return path
+
+
 def finite(obj):
     """`obj` with every non-finite float replaced by None (JSON has no NaN or infinity); a dict
     that had any gets a `nonfinite` list naming those keys, saying why they are null."""
@@ -155,9 +171,51 @@ def build_parser() -> Parser:
     return p
 
 
+def _end_on_signals() -> None:
+    """SIGINT and SIGTERM end the command at once, with one line and status `128 + signal`.
+
+    A Python signal handler runs only between bytecodes of the main thread, never while it
+    waits in a compiled computation (a theory loop can take minutes). So the signal is taken
+    from the interpreter's wakeup file descriptor, which its C handler writes at once, by a
+    thread that kills the worker processes and exits. Nothing is lost: every file is written
+    by an atomic rename, and a writer's stale temp files are removed by the next one."""
+    import multiprocessing
+    import multiprocessing.resource_tracker
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, lambda *_: None)
+
+    def watch():
+        while True:
+            got = os.read(r, 1)
+            if got and got[0] in (signal.SIGINT, signal.SIGTERM):
+                break
+        for p in multiprocessing.active_children():
+            p.kill()
+        # and the semaphore tracker of the spawned workers, which would warn of their leak
+        tracker = getattr(getattr(multiprocessing, "resource_tracker", None), "_resource_tracker", None)
+        if getattr(tracker, "_pid", None):
+            os.kill(tracker._pid, signal.SIGKILL)
+        os.write(2, f"jaxmem: interrupted ({signal.Signals(got[0]).name})\n".encode())
+        os._exit(128 + got[0])
+
+    threading.Thread(target=watch, daemon=True, name="jaxmem-signals").start()
+
+
 def main(argv=None) -> int:
     """Run `jaxmem ARGS`: 0 on success, 2 with one line on a bad argument, 1 with one line on
-    any other failure (never a traceback)."""
+    any other failure (never a traceback). As a program (`argv` None), SIGINT and SIGTERM end it
+    at once (`_end_on_signals`)."""
+    if argv is None:
+        _end_on_signals()
     try:
         parser = build_parser()
         a = parser.parse_args(argv)

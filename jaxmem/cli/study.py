@@ -10,7 +10,7 @@ import sys
 import time
 
 from .._study import fmt as _fmt
-from ._common import ArgumentError, grid, integer, parse_shard, print_json, real
+from ._common import ArgumentError, grid, integer, parse_shard, print_json, real, writable_folder
 from .train import add_train_knobs, train_knobs
 
 
@@ -89,6 +89,7 @@ def _cmd_sweep(a):
         knobs=_knobs(a),
     )
     cfgs = spec.configs()  # validates every config before anything is written
+    writable_folder("--out", a.out)
     if a.plan:
         print(json.dumps(dict(units=len(cfgs))) if a.json else f"{len(cfgs)} units of work")
         return
@@ -130,7 +131,17 @@ def _measurement_points(a) -> list[dict]:
                         decide_config=dcfg,
                         adam_config=acfg,
                     )
-    return units
+    return _distinct(units)
+
+
+def _distinct(units: list[dict]) -> list[dict]:
+    """Each unit of work once (`--d 8 8`, or two kappas of one rank, name the same units)."""
+    from .._sweep import config_id
+
+    seen = {}
+    for u in units:
+        seen.setdefault(config_id(u), u)
+    return list(seen.values())
 
 
 def _cmd_capacity(a):
@@ -143,12 +154,21 @@ def _cmd_capacity(a):
             "jaxmem capacity: error: argument dir: give a folder to read, or --d to measure "
             "(with --out DIR to keep the records)"
         )
+    if a.dir is not None:
+        given = [f"--{k.replace('_', '-')}" for k, v in a.measuring.items() if getattr(a, k) != v]
+        if given:
+            raise ArgumentError(
+                f"jaxmem capacity: error: argument {given[0]}: a measurement option, but dir only reads "
+                "a folder's records (give --d to measure)"
+            )
     if a.d is not None:
+        shard = parse_shard(a.shard)
         units = _measurement_points(a)
+        if a.out:
+            writable_folder("--out", a.out)
         if a.plan:
             print(json.dumps(dict(units=len(units))) if a.json else f"{len(units)} units of work")
             return
-        shard = parse_shard(a.shard)
         store = Store(a.out) if a.out else None
         if store is not None:
             store.note_command(sys.argv)
@@ -186,8 +206,9 @@ def _cmd_capacity(a):
             if c["verdict"] == "differ"
             else f" (about {c['seeds_to_decide']} seeds per side would decide it)"
         )
+        at = f" ({c['setup']})" if c["setup"] else ""
         print(
-            f"OP - DP ({c['solver']}, {c['embedding']}) at d={c['d']}: {c['diff']:+.4f} "
+            f"OP - DP ({c['solver']}, {c['embedding']}) at d={c['d']}{at}: {c['diff']:+.4f} "
             f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]: {c['verdict']}{tail}"
         )
     for c in avc:
@@ -224,12 +245,13 @@ def _cmd_demo(a):
     from .._estimate import public
     from .._study import DEMO, QUICK, run_study, write_report
     from .._sweep import Store
-    from .._workers import default_jobs
+    from .._workers import check_jobs, default_jobs
 
     t0 = time.perf_counter()
+    jobs = check_jobs(a.jobs or default_jobs())  # before anything is written
+    writable_folder("--out", a.out)
     store = Store(a.out)
     store.note_command(sys.argv)
-    jobs = a.jobs or default_jobs()
     run_study(QUICK if a.quick else DEMO, a.out, log=None if (a.json or a.quiet) else sys.stderr, jobs=jobs)
     path, rows = write_report(a.out)
     seconds = time.perf_counter() - t0
@@ -251,6 +273,7 @@ def _criterion(s: str) -> float:
 
 def add_commands(sub) -> None:
     from .._models import MEMORIES, MODELS
+    from .._solvers._decide import MAX_TOL
     from .._tasks import EMBEDDINGS, PROBLEMS
     from .._threshold import SOLVERS
 
@@ -286,9 +309,9 @@ def add_commands(sub) -> None:
     c.add_argument("--embedding", default="gaussian", choices=list(EMBEDDINGS))
     c.add_argument(
         "--tol",
-        type=real(0.0, 1.0, low_open=True),
+        type=real(0.0, MAX_TOL, low_open=True),
         default=1e-5,
-        help="tolerance of the unstorable certificate",
+        help=f"tolerance of the unstorable certificate (at most {MAX_TOL:g}: above, thresholds drop)",
     )
     c.add_argument(
         "--decider",
@@ -310,7 +333,26 @@ def add_commands(sub) -> None:
     c.add_argument("--plan", action="store_true", help="print the number of units of work and stop")
     c.add_argument("--quiet", action="store_true")
     c.add_argument("--json", action="store_true")
-    c.set_defaults(func=_cmd_capacity)
+    measuring = (
+        "problem",
+        "model",
+        "kappa",
+        "solver",
+        "seeds",
+        "seed0",
+        "group",
+        "embedding",
+        "tol",
+        "decider",
+        "steps",
+        "lr",
+        "init_scale",
+        "criterion",
+        "out",
+        "shard",
+        "plan",
+    )
+    c.set_defaults(func=_cmd_capacity, measuring={k: c.get_default(k) for k in measuring})
 
     r = sub.add_parser("report", help="figures and report.md from a study folder (reads records only)")
     r.add_argument("dir")
