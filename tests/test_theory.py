@@ -324,6 +324,7 @@ def test_listwise_keeps_precision_at_tiny_r():
 # ---------------------------------------------------------------- the transition curve (2.8)
 
 
+@pytest.mark.slow  # 100 s of sampling; its lowering under jit is in test_theory_contract
 def test_transition_curve_and_its_loads(x64):
     """The kinematic prediction: P = 1/2 at p_50, decreasing in p, the three loads ordered, the
     centre on Gardner's alpha_c(p_50) within errors, the band narrowing relative to its centre
