@@ -20,7 +20,7 @@ def write(name: str, res: dict) -> str:
     path = os.path.join(os.path.dirname(__file__), "results", f"{name}.json")
     res = dict(machine=machine(), **res)
     atomic_write(path, json.dumps(res, indent=1) + "\n")
-    return path
+    return os.path.relpath(path, os.path.dirname(os.path.dirname(__file__)))  # from the repo root
 
 
 def best_time(fn, *, repeats: int = 5) -> float:

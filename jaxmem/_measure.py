@@ -500,6 +500,12 @@ def _release_compiled(limit: int = 40_000) -> None:
         jax.clear_caches()
 
 
+def distinct_units(points: list[dict]) -> list[dict]:
+    """Each unit of work once, in order (`--d 8 8`, or two kappas of one rank, name the same
+    units)."""
+    return list({config_id(c): c for c in points}.values())
+
+
 def measure(
     points: list[dict], *, store=None, shard: tuple[int, int] = (0, 1), log=None, jobs: int = 1
 ) -> list[dict]:
@@ -510,7 +516,7 @@ def measure(
     same records."""
     i, n = shard
     check_int("jobs", jobs, 1)
-    points = list({config_id(c): c for c in points}.values())  # each unit once
+    points = distinct_units(points)
     if jobs > 1 and store is not None:
         from ._workers import run_units
 

@@ -83,11 +83,6 @@ def config_id(cfg: dict) -> str:
     return hashlib.sha1(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def expected_records(cfg: dict) -> int:
-    """How many records (seeds) a config's file must hold."""
-    return len(expected_seeds(cfg))
-
-
 def expected_seeds(cfg: dict) -> list[int]:
     """The seeds a config's file must hold, each once: `range(s0, s1)` for a seed range
     `[s0, s1]`, `range(n)` for a count."""

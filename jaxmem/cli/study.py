@@ -101,7 +101,7 @@ def _cmd_sweep(a):
 
 
 def _measurement_points(a) -> list[dict]:
-    from .._measure import point_configs
+    from .._measure import distinct_units, point_configs
     from .._solvers._decide import DecideConfig
     from .._train import TrainConfig
 
@@ -131,17 +131,7 @@ def _measurement_points(a) -> list[dict]:
                         decide_config=dcfg,
                         adam_config=acfg,
                     )
-    return _distinct(units)
-
-
-def _distinct(units: list[dict]) -> list[dict]:
-    """Each unit of work once (`--d 8 8`, or two kappas of one rank, name the same units)."""
-    from .._sweep import config_id
-
-    seen = {}
-    for u in units:
-        seen.setdefault(config_id(u), u)
-    return list(seen.values())
+    return distinct_units(units)
 
 
 def _cmd_capacity(a):
