@@ -7,6 +7,7 @@ import time
 import jax
 import jax.numpy as jnp
 from jaxmem._files import atomic_write
+from jaxmem._measure import normal_config
 
 
 def machine() -> dict:
@@ -49,7 +50,8 @@ def decision_flops(d: int, decisions: list, config) -> float:
     (margins and adjoint); a working-set inner iteration `4 p d^2 + 4 p k d`, and each outer pass
     `2 p^2 d` plus a swap `4 p d^2 + 4 p k d`, one per `outer_every` iterations and one at the start
     (a lower bound on the passes)."""
-    if config.get("decider", "dense") == "dense":
+    config = normal_config(config)["decide"]
+    if config["decider"] == "dense":
         return sum(x["iterations"] * (4 * x["p"] ** 2 * d + 4 * x["p"] * d * d) for x in decisions)
     k, every = config["working_set"], config["outer_every"]
     swap = lambda p: 4 * p * d * d + 4 * p * k * d

@@ -17,7 +17,7 @@ import time
 
 from _common import decision_flops, matmul_peak, write
 from jaxmem import DecideConfig
-from jaxmem._measure import adam_vs_certified, compare, measure, point_configs, threshold_rows
+from jaxmem._measure import adam_vs_certified, compare, measure, normal_config, point_configs, threshold_rows
 from jaxmem._sweep import Store
 
 
@@ -61,7 +61,7 @@ def main():
             r, row = run_point(
                 store, d=d, problem=problem, seeds=a.seeds, decide_config=DecideConfig(decider=a.decider)
             )
-            row["decider"] = r[0]["config"].get("decider", "dense")
+            row["decider"] = normal_config(r[0]["config"])["decide"]["decider"]
             recs += r
             row["floor_s"] = row["flops"] / peak
             rows.append(row)

@@ -10,6 +10,7 @@ stopped and several processes can share a folder (`shard`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -19,6 +20,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from ._estimate import CapacityRow
 from ._models import rank_of, resolve_kappa
@@ -97,26 +99,84 @@ def point_configs(
         seed0=seed0,
         embedding=embedding,
         plan=dict(p0=plan.p0, p_max=plan.p_max, step=plan.step, pad=plan.pad),
-        tol=decide_config.tol,
-        max_iter=decide_config.max_iter,
-        memory=decide_config.memory,
     )
-    if solver == "certified":
-        decider = choose_decider(decide_config, d=d, problem=problem, factored=model == "factored")
-        if decider == "working-set":
-            # a certified record without `decider` was decided densely (so older folders resume)
-            base.update(
-                decider=decider, working_set=decide_config.working_set, outer_every=decide_config.outer_every
+    if solver != "hebbian":  # Adam's outcomes are verified with the decider's tol, stream, block
+        decide = decide_fields(decide_config)
+        if solver == "certified":
+            decide["decider"] = choose_decider(
+                decide_config, d=d, problem=problem, factored=model == "factored"
             )
+        base["decide"] = decide
     if solver == "adam":
-        base.update(steps=adam_config.steps, lr=adam_config.lr, init_scale=adam_config.init_scale)
-        if adam_config.accuracy != 1.0:
-            base.update(accuracy=adam_config.accuracy)
+        base["adam"] = train_fields(adam_config)
     batch = min(group, seeds)
     check_memory(
         "d, seeds and group", unit_bytes(d=d, p=plan.p_max, batch=batch, memory=decide_config.memory)
     )
     return [dict(base, seeds=[s, min(seeds, s + group)]) for s in range(0, seeds, group)]
+
+
+def _plain(x):
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def decide_fields(cfg: DecideConfig) -> dict:
+    """Every field of a `DecideConfig`, as a record stores it."""
+    return {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+
+
+def train_fields(cfg: TrainConfig) -> dict:
+    """Every field of a `TrainConfig`, as a record stores it: the optimizer by its `optax` name
+    (one that `optax` does not name cannot be recorded, so it is refused)."""
+    name = getattr(cfg.optimizer, "__name__", None)
+    if name is None or getattr(optax, name, None) is not cfg.optimizer:
+        raise InvalidArgument(
+            f"adam_config.optimizer must be an optax function (a record names it); got {cfg.optimizer!r}"
+        )
+    out = {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+    return dict(out, optimizer=name)
+
+
+def unit_settings(cfg: dict) -> tuple[DecideConfig, TrainConfig]:
+    """The settings a threshold unit runs with, rebuilt from its (normal) config: exactly the
+    recorded fields (a solver that uses none gets the defaults)."""
+    cfg = normal_config(cfg)
+    decide = DecideConfig(**cfg.get("decide", {}))
+    adam = dict(cfg.get("adam", {}))
+    if "optimizer" in adam:
+        adam["optimizer"] = getattr(optax, adam["optimizer"])
+    return decide, TrainConfig(**adam)
+
+
+# the flat settings of threshold configs written before records held their settings whole
+_OLD_DECIDE = ("tol", "max_iter", "memory", "decider", "working_set", "outer_every")
+_OLD_ADAM = ("steps", "lr", "init_scale", "accuracy", "precision")
+
+
+def normal_config(cfg: dict) -> dict:
+    """A threshold config in the current form: settings whole under `decide` and `adam`. An
+    older config (flat `tol`, `max_iter`, `memory`, Adam's `steps`, `lr`, `init_scale`,
+    `accuracy`; no `decider` meant dense) becomes the settings it ran with, every other field
+    at its default then, which is today's."""
+    if cfg.get("kind") != KIND or "decide" in cfg or "adam" in cfg:
+        return cfg
+    out = {k: v for k, v in cfg.items() if k not in (*_OLD_DECIDE, *_OLD_ADAM)}
+    if cfg["solver"] != "hebbian":
+        old = {k: cfg[k] for k in _OLD_DECIDE if k in cfg}
+        out["decide"] = decide_fields(DecideConfig(**{"decider": "dense", **old}))
+    if cfg["solver"] == "adam":
+        out["adam"] = train_fields(TrainConfig(**{k: cfg[k] for k in _OLD_ADAM if k in cfg}))
+    return out
+
+
+def normal_records(records: list[dict]) -> list[dict]:
+    """`records` with every threshold config in its current form (`normal_config`)."""
+    return [r if "decide" in r["config"] else dict(r, config=normal_config(r["config"])) for r in records]
+
+
+def criterion(cfg: dict) -> float:
+    """What counts as stored in a threshold config: the fraction of associations (1.0: all)."""
+    return normal_config(cfg).get("adam", {}).get("accuracy", 1.0)
 
 
 def unit_bytes(*, d: int, p: int, batch: int, memory: int) -> float:
@@ -147,7 +207,7 @@ def _tasks(cfg: dict, seeds, p: int):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)
 
 
-def _search_bracketing(cfg, plan, search, *, log) -> tuple[Thresholds, int]:
+def _search_bracketing(cfg, plan, search, *, memory, log) -> tuple[Thresholds, int]:
     """`search(tasks, plan, start)` over the unit's seeds; seeds censored at `plan.p_max` are
     searched again with `p_max` doubled (tasks are nested: the longer task extends the shorter)
     up to `EXTEND` times the plan's. **Returns:** the merged `Thresholds` and the last `p_max`."""
@@ -157,7 +217,7 @@ def _search_bracketing(cfg, plan, search, *, log) -> tuple[Thresholds, int]:
     while True:
         again = np.flatnonzero(th.censored & ~th.undecided)
         p_max = min(limit, 2 * plan.p_max)
-        need = unit_bytes(d=cfg["d"], p=p_max, batch=again.size, memory=cfg["memory"])
+        need = unit_bytes(d=cfg["d"], p=p_max, batch=again.size, memory=memory)
         if not again.size or plan.p_max >= limit or need > available_bytes():
             return th, plan.p_max
         plan = SearchPlan(p0=plan.p0, p_max=p_max, step=plan.step, pad=plan.pad)
@@ -185,25 +245,7 @@ def run_unit(cfg: dict, *, log=None) -> list[dict]:
     """Search the thresholds of one seed group; one record per seed."""
     plan = SearchPlan(**cfg["plan"])
     s0, s1 = cfg["seeds"]
-    # a record without `decider` was written before the working-set decider existed: dense
-    ws = {k: cfg[k] for k in ("working_set", "outer_every") if k in cfg}
-    dcfg = DecideConfig(
-        tol=cfg["tol"],
-        max_iter=cfg["max_iter"],
-        memory=cfg["memory"],
-        decider=cfg.get("decider", "dense"),
-        **ws,
-    )
-    acfg = (
-        TrainConfig(
-            steps=cfg["steps"],
-            lr=cfg["lr"],
-            init_scale=cfg["init_scale"],
-            accuracy=cfg.get("accuracy", 1.0),
-        )
-        if cfg["solver"] == "adam"
-        else TrainConfig()
-    )
+    dcfg, acfg = unit_settings(cfg)
     rank = rank_of(cfg["d"], kappa=cfg["kappa"]) if cfg["model"] == "factored" else None
     search = lambda tasks, plan, start: search_thresholds(
         tasks,
@@ -215,7 +257,7 @@ def run_unit(cfg: dict, *, log=None) -> list[dict]:
         log=log,
         start=start,
     )
-    th, p_max = _search_bracketing(cfg, plan, search, log=log)
+    th, p_max = _search_bracketing(cfg, plan, search, memory=dcfg.memory, log=log)
     cid = config_id(cfg)
     recs = []
     for j, s in enumerate(range(s0, s1)):
@@ -249,23 +291,44 @@ def _num(x):
 # ---------------------------------------------------------------- estimates
 
 
-# the fields of a threshold config that choose how a threshold is found, not which threshold:
+# the settings of a threshold config that choose how a threshold is found, not which threshold:
 # two points differing only in these measure the same thing (compare and pair them)
-_HOW = ("plan", "decider", "working_set", "outer_every", "memory")
+_HOW = (
+    "plan",
+    "decide.decider",
+    "decide.working_set",
+    "decide.outer_every",
+    "decide.memory",
+    "decide.chunk",
+    "decide.stream",
+    "decide.block",
+)
 # the fields that name the memory and solver of a row (the rest are its settings)
 _HEAD = ("kind", "d", "problem", "model", "kappa", "solver")
+
+
+def _flat(cfg: dict) -> dict:
+    """A config with its settings flattened (`decide.tol`, `adam.lr`), less the seed range."""
+    out = {}
+    for k, v in normal_config(cfg).items():
+        if k in ("decide", "adam"):
+            out.update({f"{k}.{f}": x for f, x in v.items()})
+        elif k not in ("seeds", "id"):
+            out[k] = v
+    return out
 
 
 def point_key(cfg: dict) -> str:
     """What makes a measurement point: every field of its config but the seed range (records
     that differ in any setting, `seed0` included, are different measurements, never merged)."""
-    return json.dumps({k: v for k, v in cfg.items() if k not in ("seeds", "id")}, sort_keys=True)
+    return json.dumps(_flat(cfg), sort_keys=True)
 
 
 def _same_measurement(cfg: dict, drop=()) -> str:
-    return json.dumps(
-        {k: v for k, v in cfg.items() if k not in ("seeds", "id", *_HOW, *drop)}, sort_keys=True
-    )
+    """`point_key` less the `_HOW` settings and the fields or setting groups in `drop`
+    (`"adam"` drops every `adam.*`)."""
+    gone = lambda k: k in _HOW or k in drop or k.split(".")[0] in drop
+    return json.dumps({k: v for k, v in _flat(cfg).items() if not gone(k)}, sort_keys=True)
 
 
 def _by_point(records: list[dict], key=point_key) -> dict:
@@ -278,9 +341,11 @@ def _by_point(records: list[dict], key=point_key) -> dict:
 
 
 def _differing(configs: list[dict]) -> set:
-    """The fields whose value is not the same in all of `configs` (missing counts as a value)."""
-    keys = set().union(*configs) - {"seeds", "id"}
-    return {k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in configs}) > 1}
+    """The flat fields (`_flat`) whose value is not the same in all of `configs` (missing
+    counts as a value)."""
+    flat = [_flat(c) for c in configs]
+    keys = set().union(*flat)
+    return {k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in flat}) > 1}
 
 
 def _sortable(cfg: dict) -> tuple:
@@ -298,7 +363,7 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
     95% CI, the logistic cross-check, undecided and censored seeds, and the theory
     `alpha_c(p_c, kappa)`. A row's `settings` are its config but the seed range; `setup` names
     the settings in which it differs from the other rows of the same memory and solver."""
-    groups = _by_point(records)
+    groups = _by_point(normal_records(records))
     cfgs = {k: next(iter(g.values()))["config"] for k, g in groups.items()}
     heads = defaultdict(list)
     for k, c in cfgs.items():
@@ -318,11 +383,11 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
             kappa=round(cfg["kappa"], 6),
             solver=cfg["solver"],
             embedding=cfg.get("embedding", "gaussian"),
-            lr=cfg.get("lr"),
-            steps=cfg.get("steps"),
-            criterion=cfg.get("accuracy", 1.0),
-            settings={k: v for k, v in cfg.items() if k not in ("seeds", "id", *_HEAD)},
-            differs={k: cfg.get(k) for k in sorted(differ)},
+            lr=cfg.get("adam", {}).get("lr"),
+            steps=cfg.get("adam", {}).get("steps"),
+            criterion=criterion(cfg),
+            settings={k: v for k, v in _flat(cfg).items() if k not in _HEAD},
+            differs={k: _flat(cfg).get(k) for k in sorted(differ)},
             seeds=len(recs),
             **est,
             undecided=int(sum(r["undecided"] for r in recs)),
@@ -364,10 +429,9 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
     `verdict`, `seeds`, `seeds_to_decide`, and `setup` (the settings in which the pair differs
     from the others at the same `d`, `""` if none)."""
     rng = np.random.default_rng(seed)
+    records = normal_records(records)
     drop = set(a) | set(b)
-    sel = lambda r, f: (
-        all(r["config"][k] == v for k, v in f.items()) and r["config"].get("accuracy", 1.0) == 1.0
-    )
+    sel = lambda r, f: all(r["config"][k] == v for k, v in f.items()) and criterion(r["config"]) == 1.0
     key = lambda c: _same_measurement(c, drop)
     ga = _by_point([r for r in records if sel(r, a)], key)
     gb = _by_point([r for r in records if sel(r, b)], key)
@@ -390,7 +454,7 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
         lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
         verdict = "differ" if lo > 0 or hi < 0 else "undecided"
         n = min(len(xa), len(xb))
-        differ = _differing(at_d[d, emb]) - drop - set(_HOW)
+        differ = {k for k in _differing(at_d[d, emb]) if k not in drop and k not in _HOW}
         out.append(
             dict(
                 d=d,
@@ -401,7 +465,7 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
                 verdict=verdict,
                 seeds=[len(xa), len(xb)],
                 seeds_to_decide=_seeds_to_decide(diff, lo, hi, n),
-                setup=", ".join(f"{f} {cfg[k].get(f)}" for f in sorted(differ)),
+                setup=", ".join(f"{f} {_flat(cfg[k]).get(f)}" for f in sorted(differ)),
             )
         )
     return out
@@ -432,20 +496,16 @@ def theory_verdict(row: dict) -> str:
     return f"measured {'above' if lo > t else 'below'} theory"
 
 
-# the fields of a config that are Adam's own
-_ADAM = ("steps", "lr", "init_scale", "accuracy", "precision")
-
-
 def adam_vs_certified(records: list[dict]) -> list[dict]:
     """Seed by seed on the same nested tasks: the fraction of seeds whose Adam threshold is below
     the certified one, and the capacity lost to the step budget (certified minus Adam `alpha_c`).
 
     An Adam point is paired with every certified point on the same tasks (same `d`, problem,
     memory, embedding and `seed0`), and seeds by their seed number, never by position."""
-    tasks = lambda c: _same_measurement(c, ("solver", "tol", "max_iter", *_ADAM))
-    adam = _by_point(
-        [r for r in records if r["config"]["solver"] == "adam" and r["config"].get("accuracy", 1.0) == 1.0]
-    )
+    records = normal_records(records)
+    tasks = lambda c: _same_measurement(c, ("solver", "decide", "adam"))
+    is_adam = lambda c: c["solver"] == "adam" and criterion(c) == 1.0
+    adam = _by_point([r for r in records if is_adam(r["config"])])
     cert = _by_point([r for r in records if r["config"]["solver"] == "certified"])
     out = []
     for ka in sorted(adam, key=lambda k: _sortable(next(iter(adam[k].values()))["config"])):

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._files import atomic_write
-from ._measure import adam_vs_certified, compare, measure, point_configs, threshold_rows
+from ._measure import adam_vs_certified, compare, measure, normal_records, point_configs, threshold_rows
 from ._models import rank_of
 from ._solvers._constraints import batch_constraints
 from ._solvers._decide import DecideConfig
@@ -345,7 +345,7 @@ def setup(row) -> str:
         parts.append(f"accuracy {row['criterion']:g}")
     if row.get("solver") == "adam":
         parts.append(f"lr {row['lr']:g}, {row['steps']} steps")
-    shown = {"embedding", "accuracy", "lr", "steps"}
+    shown = {"embedding", "adam.accuracy", "adam.lr", "adam.steps"}
     for k, v in row.get("differs", {}).items():
         if k not in shown:
             parts.append(f"{k} {json.dumps(v) if isinstance(v, dict | list) else v}")
@@ -401,7 +401,7 @@ def _shrink(records, d1, d2, rng, n_boot=2000):
 def read_study(out: str):
     """The records of a study folder by kind: `(threshold records, max-margin records)`."""
     recs = Store(out).records()
-    thr = [r for r in recs if r.get("kind") == "threshold"]
+    thr = normal_records([r for r in recs if r.get("kind") == "threshold"])
     if not thr:
         raise InvalidArgument(f"no threshold records under {out!r}")
     return thr, [r for r in recs if r.get("kind") == MARGIN_KIND]

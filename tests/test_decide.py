@@ -334,7 +334,7 @@ def test_peer_protocol_pieces_unit_embedding_and_accuracy_criterion():
     assert np.all(part.accuracy >= 0.9) and np.any(part.accuracy < 1.0)
 
     (unit,) = point_configs(d=12, problem="op", solver="adam", seeds=4, adam_config=part_config())
-    assert unit["accuracy"] == 0.9 and unit["plan"]["p_max"] == 72
+    assert unit["adam"]["accuracy"] == 0.9 and unit["plan"]["p_max"] == 72
     with pytest.raises(ValueError, match="accuracy"):
         point_configs(d=12, problem="op", seeds=4, adam_config=part_config())
 

@@ -15,7 +15,16 @@ import jaxmem as jm
 import jaxmem.theory as th
 import numpy as np
 import pytest
-from jaxmem._measure import adam_vs_certified, compare, measure, point_configs, threshold_rows
+from jaxmem._measure import (
+    adam_vs_certified,
+    compare,
+    decide_fields,
+    measure,
+    normal_config,
+    point_configs,
+    threshold_rows,
+    unit_settings,
+)
 from jaxmem._solvers._runner import AbstractEnsembleSolver, run_ensemble
 from jaxmem._sweep import Store
 from jaxmem.cli import main
@@ -70,8 +79,34 @@ def test_a_tolerance_is_a_setting_of_its_own():
         for s in range(*c["seeds"])
     ]
     rows = threshold_rows(recs, theory=False)
-    assert len(rows) == 2 and {r["settings"]["tol"] for r in rows} == {1e-5, 1e-3}
-    assert all(r["differs"] == {"tol": r["settings"]["tol"]} for r in rows)
+    assert len(rows) == 2 and {r["settings"]["decide.tol"] for r in rows} == {1e-5, 1e-3}
+    assert all(r["differs"] == {"decide.tol": r["settings"]["decide.tol"]} for r in rows)
+
+
+def test_settings_are_recorded_whole_and_run_as_recorded(tmp_path):
+    dcfg = jm.DecideConfig(max_iter=3, chunk=2, block=4, stream=True, rank_rounds=5)
+    acfg = jm.TrainConfig(steps=7, lr=0.3, precision="bf16", chunk=5, compact=False)
+    (unit,) = point_configs(d=8, problem="op", solver="adam", seeds=2, decide_config=dcfg, adam_config=acfg)
+    assert unit["decide"] == decide_fields(dcfg) and unit["adam"]["precision"] == "bf16"
+    assert unit_settings(json.loads(json.dumps(unit))) == (dcfg, acfg), "through JSON, unchanged"
+
+    out = str(tmp_path / "m")
+    est = jm.capacity(d=8, problem="op", seeds=2, decide_config=dcfg, out=out)
+    (rec, *_) = Store(out).records()
+    assert rec["config"]["decide"] == dict(decide_fields(dcfg), decider="dense")
+    assert rec["config"]["decide"]["max_iter"] == 3
+    assert est.undecided > 0, "3 iterations leave decisions undecided: the budget ran"
+    assert jm.capacity(d=8, problem="op", seeds=2).undecided == 0
+
+
+def test_old_flat_records_read_as_the_settings_they_ran_with(d8_records):
+    new = [r for r in d8_records if r["config"]["problem"] == "op" and r["config"]["seed0"] == 0]
+    flat = {k: v for k, v in new[0]["config"].items() if k != "decide"}
+    flat.update(tol=1e-5, max_iter=20_000, memory=50)  # the old form: no decider meant dense
+    old = [dict(r, config=flat, seed=r["seed"] + 4) for r in new]
+    assert normal_config(flat) == new[0]["config"]
+    (row,) = threshold_rows(new + old, theory=False)
+    assert row["seeds"] == 8, "old and new records of one setting are one point"
 
 
 def test_compare_pairs_by_setting_and_ignores_record_order(d8_records):

@@ -104,14 +104,13 @@ def test_thresholds_equal_the_dense_deciders(problem):
 
 def test_the_record_says_which_decider_ran_and_runs_it():
     auto = point_configs(d=128, problem="op", seeds=2, decide_config=DecideConfig(decider="auto"))[0]
-    assert auto["decider"] == "working-set" and auto["working_set"] == 32
-    # a dense record carries no decider field (older folders keep their unit ids)
+    assert auto["decide"]["decider"] == "working-set" and auto["decide"]["working_set"] == 32
     small = point_configs(d=8, problem="op", seeds=2, decide_config=DecideConfig(decider="auto"))[0]
-    assert "decider" not in small and "working_set" not in small
+    assert small["decide"]["decider"] == "dense", "the record names the decider auto chose"
     cfg = DecideConfig(decider="working-set", working_set=2, outer_every=3)
     unit = point_configs(d=8, problem="op", seeds=2, group=2, decide_config=cfg)[0]
-    assert (unit["decider"], unit["working_set"], unit["outer_every"]) == ("working-set", 2, 3)
-    dense = run_unit({k: v for k, v in unit.items() if k not in ("decider", "working_set", "outer_every")})
+    assert [unit["decide"][k] for k in ("decider", "working_set", "outer_every")] == ["working-set", 2, 3]
+    dense = run_unit(dict(unit, decide=dict(unit["decide"], decider="dense")))
     ws = run_unit(unit)
     assert [r["p_star"] for r in ws] == [r["p_star"] for r in dense]
     it = lambda recs: [x["iterations"] for r in recs for x in r["decisions"]]
