@@ -6,12 +6,11 @@ import time
 
 import jax
 import jax.numpy as jnp
-from jaxmem._files import atomic_write
-from jaxmem._measure import normal_config
+from jaxmem.study import atomic_write, normal_config
 
 
 def machine() -> dict:
-    from jaxmem._provenance import device_info, versions
+    from jaxmem.study import device_info, versions
 
     return dict(device_info(), versions=versions())
 

@@ -17,8 +17,15 @@ import time
 
 from _common import decision_flops, matmul_peak, write
 from jaxmem import DecideConfig
-from jaxmem._measure import adam_vs_certified, compare, measure, normal_config, point_configs, threshold_rows
-from jaxmem._sweep import Store
+from jaxmem.study import (
+    adam_vs_certified,
+    compare,
+    measure,
+    normal_config,
+    point_configs,
+    Store,
+    threshold_rows,
+)
 
 
 def run_point(store, **kw):

@@ -19,7 +19,7 @@ import time
 
 from _common import decision_flops, matmul_peak, write
 from jaxmem import DecideConfig
-from jaxmem._measure import point_configs, run_unit
+from jaxmem.study import point_configs, run_unit
 
 
 def run(d, problem, seeds, decider):

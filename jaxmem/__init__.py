@@ -3,10 +3,10 @@
 from . import theory
 from ._footprint import step_footprint
 from ._loss import cross_entropy, dense_ce, dense_scores, Scores, stream_ce
-from ._measure import capacity, CapacityEstimate
 from ._metrics import ensemble_metrics, Metrics, metrics
 from ._models import AbstractMemory, Factored, FullRank, hebbian, MEMORIES, rank_of
 from ._precision import PRECISIONS
+from ._provenance import VERSION as __version__
 from ._solvers import (
     AbstractEnsembleSolver,
     choose_decider,
@@ -31,6 +31,4 @@ from ._tasks import (
 )
 from ._threshold import median_ci, search_thresholds, SearchPlan, Thresholds
 from ._train import AdamProtocol, padded_size, Run, train, TrainConfig, TrainInstance
-
-
-__version__ = "0.1.0"
+from .study import capacity, CapacityEstimate

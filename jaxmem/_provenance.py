@@ -8,6 +8,10 @@ import platform
 import socket
 
 
+# the package's version (pyproject.toml says the same; a test checks it)
+VERSION = "0.1.0"
+
+
 def versions() -> dict:
     """The versions of jaxmem, its numerical dependencies and Python."""
     import equinox
@@ -16,10 +20,8 @@ def versions() -> dict:
     import optax
     import optimistix
 
-    from . import __version__
-
     return dict(
-        jaxmem=__version__,
+        jaxmem=VERSION,
         jax=jax.__version__,
         optax=optax.__version__,
         equinox=equinox.__version__,

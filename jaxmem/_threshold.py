@@ -452,16 +452,3 @@ def median_capacity(lo, hi, d: int, level: float = 0.95, censored=None) -> dict:
         ci_high=a(p_hi),
         ci_ranks=[j, k],
     )
-
-
-def logistic_cross_check(p_star, d: int) -> float:
-    """`alpha` where a logistic fit of P(p* >= p) against `ln p` crosses 1/2 (a cross-check of
-    the median)."""
-    from ._estimate import _p_c
-
-    p_star = np.asarray(p_star)
-    grid = np.arange(max(2, int(p_star.min()) - 2), int(p_star.max()) + 3)
-    x = np.repeat(np.log(grid), p_star.size)
-    y = (p_star[None, :] >= grid[:, None]).astype(float).ravel()
-    p = _p_c(x, y)
-    return alpha_of(d, p) if math.isfinite(p) and p >= 2 else math.nan

@@ -29,9 +29,7 @@ import sys
 import time
 
 import jaxmem as jm
-from jaxmem._files import atomic_write
-from jaxmem._plot import save_figure
-from jaxmem._provenance import versions
+from jaxmem.study import atomic_write, save_figure, versions
 
 
 def main():

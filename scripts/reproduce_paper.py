@@ -13,9 +13,7 @@ import argparse
 import sys
 import time
 
-from jaxmem._study import PAPER, QUICK, run_study, write_report
-from jaxmem._sweep import Store
-from jaxmem._workers import default_jobs
+from jaxmem.study import default_jobs, PAPER, QUICK, run_study, Store, write_report
 
 
 def main(argv=None):

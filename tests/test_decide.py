@@ -310,9 +310,9 @@ def test_large_op_iteration_fits_in_4_gib():
 def test_peer_protocol_pieces_unit_embedding_and_accuracy_criterion():
     """Nichani, Lee and Bietti's linear memory: unit-norm embeddings, and Adam stopped at a
     training accuracy; the criterion's float64 check is an independent numpy recount."""
-    from jaxmem._measure import point_configs
     from jaxmem._solvers import batch_constraints
     from jaxmem._solvers._decide import stored_fraction
+    from jaxmem.study import point_configs
 
     tasks = jm.make_tasks(jax.random.key(5), n=4, d=12, p=80, embedding="unit")
     np.testing.assert_allclose(np.linalg.norm(np.asarray(tasks.inputs), axis=-1), 1.0, rtol=1e-6)

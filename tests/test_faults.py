@@ -8,8 +8,8 @@ import os
 import stat
 
 import pytest
-from jaxmem._sweep import Knobs, make_config, Store
 from jaxmem.cli import main
+from jaxmem.study import Knobs, make_config, Store
 
 
 def _one_line_err(capsys, name):
@@ -167,7 +167,7 @@ def test_fault_stale_temp_files_of_dead_writers_are_removed(tmp_path):
 
 def test_fault_figures_are_written_atomically_and_group_readable(tmp_path):
     import matplotlib.pyplot as plt
-    from jaxmem._plot import save_figure
+    from jaxmem.study import save_figure
 
     old = os.umask(0o022)
     try:

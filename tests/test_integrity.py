@@ -15,19 +15,19 @@ import jaxmem as jm
 import jaxmem.theory as th
 import numpy as np
 import pytest
-from jaxmem._measure import (
+from jaxmem._solvers._runner import AbstractEnsembleSolver, run_ensemble
+from jaxmem.cli import main
+from jaxmem.study import (
     adam_vs_certified,
     compare,
     decide_fields,
     measure,
     normal_config,
     point_configs,
+    Store,
     threshold_rows,
     unit_settings,
 )
-from jaxmem._solvers._runner import AbstractEnsembleSolver, run_ensemble
-from jaxmem._sweep import Store
-from jaxmem.cli import main
 
 
 def _units(**kw):
@@ -343,7 +343,7 @@ def test_library_errors_name_the_argument(call, name):
 
 
 def _study_jobs():
-    from jaxmem._study import QUICK, run_study
+    from jaxmem.study import QUICK, run_study
 
     run_study(QUICK, "never", jobs=64)
 
@@ -378,7 +378,7 @@ def test_metrics_and_weights_have_one_type_whatever_the_path():
 
 
 def test_the_spectra_figure_draws_its_three_laws_from_independent_keys(tmp_path, monkeypatch):
-    from jaxmem import _plot
+    from jaxmem.study import _figures
 
     seen = []
     for name in ("qc_sample", "init_spectrum", "product_spectrum"):
@@ -388,11 +388,13 @@ def test_the_spectra_figure_draws_its_three_laws_from_independent_keys(tmp_path,
             seen.append(jax.random.key_data(key).tobytes())
             return _real(key, *a, **k)
 
-        monkeypatch.setattr(_plot.th, name, spy)
+        monkeypatch.setattr(_figures.th, name, spy)
     rec = dict(config=dict(problem="op", model="full", kappa=1.0, d=8), p=20, singular_values=[1.0, 1.5, 0.5])
     rec.update(margin=0.1, margin_bound=0.2)
-    data = _plot.ReportData(records=[], rows=[], margins=[rec], loads={}, key=jax.random.key(0))
-    _plot.fig_spectra(data, str(tmp_path))
+    data = _figures.ReportData(
+        records=[], rows=[], margins=[rec], loads={}, gardner=[], adam=[], peer=[], key=jax.random.key(0)
+    )
+    _figures.fig_spectra(data, str(tmp_path))
     assert len(seen) == 3 and len(set(seen)) == 3
 
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from jaxmem._solvers._constraints import batch_constraints
 from jaxmem._solvers._margin import max_margin
-from jaxmem._study import run_study, StudySpec, write_report
 from jaxmem._threshold import search_thresholds, SearchPlan
 from jaxmem.cli import main
+from jaxmem.study import run_study, StudySpec, write_report
 from scipy.optimize import nnls
 
 
@@ -135,9 +135,8 @@ def test_study_end_to_end_and_capacity_reproduces_the_table(tmp_path, capsys):
 
 def test_records_do_not_depend_on_the_number_of_worker_processes(tmp_path):
     """Worker processes (`jobs=2`) write the same records as the serial run, each unit once."""
-    from jaxmem._measure import measure, point_configs
-    from jaxmem._sweep import Store
     from jaxmem._train import TrainConfig
+    from jaxmem.study import measure, point_configs, Store
 
     points = point_configs(d=6, problem="op", seeds=4, group=2) + point_configs(
         d=6, problem="op", seeds=2, solver="adam", adam_config=TrainConfig(steps=300, lr=0.05)

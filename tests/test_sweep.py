@@ -7,11 +7,11 @@ import time
 
 import numpy as np
 import pytest
-from jaxmem._estimate import _logistic_fit, estimate
 from jaxmem._files import atomic_write
-from jaxmem._sweep import Knobs, run_sweep, Store, SweepSpec
 from jaxmem.cli import main
-from jaxmem.cli._common import ArgumentError, grid
+from jaxmem.cli._args import ArgumentError, grid
+from jaxmem.study import estimate, Knobs, run_sweep, Store, SweepSpec
+from jaxmem.study._analysis import _logistic_fit
 
 
 def _records(out):

@@ -8,7 +8,6 @@ import jax.numpy as jnp
 import jaxmem as jm
 import numpy as np
 import pytest
-from jaxmem._measure import point_configs, run_unit
 from jaxmem._solvers import batch_constraints, decide, DecideConfig
 from jaxmem._solvers._runner import init_states, run_ensemble
 from jaxmem._solvers._working_set import (
@@ -18,6 +17,7 @@ from jaxmem._solvers._working_set import (
     working_set_instances,
 )
 from jaxmem._threshold import search_thresholds, SearchPlan
+from jaxmem.study import point_configs, run_unit
 
 
 def _solver(tasks, p, k, W0=None):

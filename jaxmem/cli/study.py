@@ -9,8 +9,8 @@ import os
 import sys
 import time
 
-from .._study import fmt as _fmt
-from ._common import ArgumentError, grid, integer, parse_shard, print_json, real, writable_folder
+from ..study import fmt as _fmt
+from ._args import ArgumentError, grid, integer, parse_shard, print_json, real, writable_folder
 from .train import add_train_knobs, train_knobs
 
 
@@ -44,14 +44,14 @@ _TAIL = [
 
 def print_rows(rows, file=sys.stdout):
     """The rows of a folder of sweep records (logistic estimates)."""
-    from .._measure import theory_verdict
+    from ..study import theory_verdict
 
     _print_table(rows, _HEAD + _TAIL + [("verdict", 0, theory_verdict)], file)
 
 
 def _print_threshold_rows(rows, file=sys.stdout):
     """The rows of threshold measurements (certified, Adam, Hebbian)."""
-    from .._study import setup
+    from ..study import setup
 
     extra = [
         ("solver", 9, lambda r: r["solver"]),
@@ -64,7 +64,7 @@ def _print_threshold_rows(rows, file=sys.stdout):
 
 
 def _knobs(a):
-    from .._sweep import Knobs
+    from ..study import Knobs
 
     return Knobs(seeds=a.seeds, seed0=a.seed0, embedding=a.embedding, **train_knobs(a))
 
@@ -76,7 +76,7 @@ def _existing_folder(path: str) -> str:
 
 
 def _cmd_sweep(a):
-    from .._sweep import run_sweep, Store, SweepSpec
+    from ..study import run_sweep, Store, SweepSpec
 
     i, n = parse_shard(a.shard)
     spec = SweepSpec(
@@ -95,15 +95,15 @@ def _cmd_sweep(a):
         return
     store = Store(a.out)
     store.note_command(sys.argv)
-    run_sweep(spec, a.out, shard=(i, n), progress=not (a.quiet or a.json), log=None if a.json else sys.stderr)
+    run_sweep(spec, a.out, shard=(i, n), log=None if a.json or a.quiet else sys.stderr)
     if a.json:
         print_json(dict(out=a.out, configs=len(cfgs[i::n]), records=len(store.records())))
 
 
 def _measurement_points(a) -> list[dict]:
-    from .._measure import distinct_units, point_configs
     from .._solvers._decide import DecideConfig
     from .._train import TrainConfig
+    from ..study import distinct_units, point_configs
 
     if a.model == "factored" and not a.kappa:
         raise ArgumentError("jaxmem capacity: error: argument --kappa: required with --model factored")
@@ -135,9 +135,16 @@ def _measurement_points(a) -> list[dict]:
 
 
 def _cmd_capacity(a):
-    from .._estimate import compare_op_dp, estimate, public
-    from .._measure import adam_vs_certified, compare, measure, threshold_rows
-    from .._sweep import Store
+    from ..study import (
+        adam_vs_certified,
+        compare,
+        compare_op_dp,
+        estimate,
+        measure,
+        public,
+        Store,
+        threshold_rows,
+    )
 
     if (a.dir is None) == (a.d is None):
         raise ArgumentError(
@@ -211,8 +218,7 @@ def _cmd_capacity(a):
 
 
 def _cmd_report(a):
-    from .._estimate import public
-    from .._study import write_report
+    from ..study import public, write_report
 
     path, rows = write_report(_study_folder(a.dir))
     if a.json:
@@ -222,7 +228,7 @@ def _cmd_report(a):
 
 
 def _study_folder(path: str) -> str:
-    from .._sweep import Store
+    from ..study import Store
 
     _existing_folder(path)
     if not any(r.get("kind") == "threshold" for r in Store(path).records()):
@@ -232,10 +238,7 @@ def _study_folder(path: str) -> str:
 
 def _cmd_demo(a):
     """The CPU study (`_study.DEMO`, or `QUICK`): every measurement into `--out`, then the report."""
-    from .._estimate import public
-    from .._study import DEMO, QUICK, run_study, write_report
-    from .._sweep import Store
-    from .._workers import check_jobs, default_jobs
+    from ..study import check_jobs, default_jobs, DEMO, public, QUICK, run_study, Store, write_report
 
     t0 = time.perf_counter()
     jobs = check_jobs(a.jobs or default_jobs())  # before anything is written

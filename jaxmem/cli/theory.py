@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ._common import integer, print_json, real
+from ._args import integer, print_json, real
 
 
 def _emit(a, obj, text):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .._precision import PRECISIONS
 from .._tasks import EMBEDDINGS
-from ._common import ArgumentError, integer, print_json, real, table
+from ._args import ArgumentError, integer, print_json, real, table
 
 
 def add_train_knobs(sp, *, seeds: int = 8) -> None:

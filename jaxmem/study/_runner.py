@@ -1,4 +1,5 @@
-"""Units of work run by parallel worker processes that share one `Store` folder.
+"""One loop that runs units of work into a `Store`: serial, or by worker processes that share
+the folder; a `shard` of the units per process; finished units skipped.
 
 On the 2-core CPU a serial study keeps only about 1.5 cores busy: most of its units are
 compilation, and their steps are too small to spread over threads. Workers (spawned processes,
@@ -18,6 +19,12 @@ import os
 import sys
 import time
 
+import numpy as np
+
+from .._validate import check_int, check_memory, InvalidArgument
+from ._records import config_id, expected_seeds, Store
+from ._units import run_one
+
 
 def default_jobs() -> int:
     """Worker processes for a study on this host: on the CPU backend one per core, at most 4
@@ -35,8 +42,6 @@ WORKER_BYTES = 2**30
 
 def check_jobs(jobs: int) -> int:
     """`jobs` worker processes, refused where their memory exceeds the machine's."""
-    from ._validate import check_int, check_memory
-
     jobs = check_int("jobs", jobs, 1)
     check_memory("jobs", jobs * WORKER_BYTES)
     return jobs
@@ -52,8 +57,8 @@ def _cost(cfg: dict) -> float:
     families first: the decisions' passes over the constraints, `seeds p_max^2 d` times a
     per-solver factor fitted to the demo's own units (the DP's candidates are per input;
     Adam takes thousands of steps; the Hebbian scan is one pass)."""
-    p = cfg.get("plan", {}).get("p_max") or max(cfg.get("p", [2]))
-    seeds = cfg["seeds"][1] - cfg["seeds"][0]
+    p = cfg["plan"]["p_max"] if "plan" in cfg else max(np.atleast_1d(cfg.get("p", 2)))
+    seeds = len(expected_seeds(cfg))
     factor = {"adam": 7.0, "hebbian": 0.01}.get(cfg.get("solver"), 3.5 if cfg["problem"] == "dp" else 1.0)
     return 1e-7 * factor * seeds * p * p * cfg["d"]
 
@@ -63,41 +68,41 @@ def _family_cost(cfgs: list[dict]) -> float:
     return (1.0 if cfgs[0].get("solver") == "hebbian" else 20.0) + sum(map(_cost, cfgs))
 
 
-def run_one(cfg: dict) -> list[dict]:
-    """The records of one unit of work, threshold search or max-margin solve."""
-    from ._measure import _release_compiled, run_unit
-    from ._study import MARGIN_KIND, run_margin_unit
-
-    _release_compiled()
-    if cfg.get("kind") == MARGIN_KIND:
-        return run_margin_unit(cfg)
-    return run_unit(cfg)
-
-
 def _label(cfg: dict) -> str:
-    s0, s1 = cfg["seeds"]
-    what = cfg.get("solver", cfg.get("kind"))
+    seeds = expected_seeds(cfg)
+    what = cfg.get("solver", cfg.get("kind", "sweep"))
+    at = f" p={cfg['p']}" if "p" in cfg and "kind" not in cfg else ""
     return (
-        f"d={cfg['d']} {cfg['problem']} {cfg['model']} kappa={cfg['kappa']:.2f} {what} "
-        f"{cfg.get('embedding', 'gaussian')} seeds {s0}..{s1 - 1}"
+        f"d={cfg['d']}{at} {cfg['problem']} {cfg['model']} kappa={cfg['kappa']:.2f} {what} "
+        f"{cfg.get('embedding', 'gaussian')} seeds {seeds[0]}..{seeds[-1]}"
     )
+
+
+def _run_here(store, cfgs: list[dict], *, log=None, trace: bool = False) -> tuple[int, list[dict]]:
+    """Run the units of `cfgs` in this process into `store` (None: keep nothing), skipping
+    finished ones; a line per unit to `log`, and with `trace` the unit's own progress lines.
+
+    **Returns:** how many units ran, and their records."""
+    ran, recs = 0, []
+    for k, cfg in enumerate(cfgs):
+        if store is not None and store.done(cfg):
+            continue
+        if log is not None and trace:
+            print(f"[{k + 1}/{len(cfgs)}] {_label(cfg)}", file=log, flush=True)
+        t = time.perf_counter()
+        unit = run_one(cfg, log=log if trace else None)
+        if store is not None:
+            store.write(cfg, unit)
+        ran, recs = ran + 1, recs + unit
+        if log is not None:
+            print(f"  {_label(cfg)}: done in {time.perf_counter() - t:.0f} s", file=log, flush=True)
+    return ran, recs
 
 
 def _work(out: str, cfgs: str, verbose: bool) -> int:
     """Worker: run the units of one family (JSON text) into the store `out`; returns how many
     it ran (finished ones, written by an earlier or concurrent run, are skipped)."""
-    from ._sweep import Store
-
-    store, ran = Store(out), 0
-    for cfg in json.loads(cfgs):
-        if store.done(cfg):
-            continue
-        t = time.perf_counter()
-        store.write(cfg, run_one(cfg))
-        ran += 1
-        if verbose:
-            print(f"  {_label(cfg)}: done in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
-    return ran
+    return _run_here(Store(out), json.loads(cfgs), log=sys.stderr if verbose else None)[0]
 
 
 def _die_with(parent: int) -> None:
@@ -122,8 +127,6 @@ def run_units(cfgs: list[dict], out: str, *, jobs: int, log=None) -> int:
     (in this process when `jobs == 1`). Progress lines go to stderr when `log` is given.
 
     **Returns:** the number of units run."""
-    from ._sweep import Store
-
     store = Store(out)
     families: dict[str, list[dict]] = {}
     for cfg in cfgs:
@@ -143,3 +146,30 @@ def run_units(cfgs: list[dict], out: str, *, jobs: int, log=None) -> int:
     ) as pool:
         futures = [pool.submit(_work, out, json.dumps(f), log is not None) for f in order]
         return sum(f.result() for f in futures)
+
+
+def distinct_units(points: list[dict]) -> list[dict]:
+    """Each unit of work once, in order (`--d 8 8`, or two kappas of one rank, name the same
+    units)."""
+    return list({config_id(c): c for c in points}.values())
+
+
+def measure(
+    points: list[dict], *, store=None, shard: tuple[int, int] = (0, 1), log=None, jobs: int = 1
+) -> list[dict]:
+    """Run every unit of work of `points` (configs of any kind) for this `shard`, reading
+    finished units from `store` (a `Store`, or None to keep nothing); returns the records of all
+    units (this shard's run or read, the others' read if present). With `jobs > 1` (and a store)
+    the units run in that many worker processes, with the same records."""
+    i, n = shard
+    if not (isinstance(i, int) and isinstance(n, int) and 0 <= i < n):
+        raise InvalidArgument(f"shard must be i/n with 0 <= i < n, got {i}/{n}")
+    check_int("jobs", jobs, 1)
+    points = distinct_units(points)
+    mine = [c for k, c in enumerate(points) if k % n == i]
+    if jobs > 1 and store is not None:
+        run_units(mine, store.out, jobs=jobs, log=log)
+    _, ran = _run_here(store, mine, log=log, trace=True)
+    if store is None:
+        return ran
+    return [r for c in points if store.done(c) for r in store.load(c)]

@@ -1,5 +1,6 @@
-"""The report's figures, drawn from a study's records with their theory overlays (PNG and PDF).
-Figures only draw: every number comes from the records or from `jaxmem.theory`."""
+"""The report's figures (PNG and PDF) with their theory overlays. Figures only draw: every
+number comes from the tables of `ReportData`, computed beforehand from the records
+(`_analysis`), or from `jaxmem.theory`."""
 
 from __future__ import annotations
 
@@ -11,32 +12,38 @@ import matplotlib
 
 
 matplotlib.use("Agg")
+
 import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from . import theory as th  # noqa: E402
-from ._tasks import alpha_of  # noqa: E402
+from .. import theory as th  # noqa: E402
+from .._files import atomic_write  # noqa: E402
+from .._tasks import alpha_of  # noqa: E402
+from ._analysis import CERTIFIED_FULL  # noqa: E402
+from ._records import select  # noqa: E402
 
 
 class ReportData(eqx.Module):
     """Everything the figures draw: the threshold `records` and their capacity `rows`, the
-    max-margin records (`margins`), the transition theory's loads per `(d, kappa)` and the
-    theory's sampling `key`."""
+    max-margin records (`margins`), the transition theory's loads per `(d, kappa)`, Gardner's
+    `alpha_c(p(d))` as `(d, alpha)` pairs (`gardner`), Adam against certified (`adam`), the
+    peer protocol's rows (`peer`) and the theory's sampling `key`."""
 
     records: list
     rows: list
     margins: list
     loads: dict
+    gardner: list
+    adam: list
+    peer: list
     key: object
 
 
 def save_figure(fig, out, name):
     """Write `fig` as PNG and PDF, each atomically; returns the PNG's file name."""
     import io
-
-    from ._files import atomic_write
 
     fig.tight_layout()
     for ext in ("png", "pdf"):
@@ -45,22 +52,6 @@ def save_figure(fig, out, name):
         atomic_write(os.path.join(out, f"{name}.{ext}"), buf.getvalue())
     plt.close(fig)
     return f"{name}.png"
-
-
-def _select(records, **f):
-    return [
-        r
-        for r in records
-        if all(r["config"].get(k, v if k == "accuracy" else None) == v for k, v in f.items())
-    ]
-
-
-def _certified(records, d, problem, kappa=1.0):
-    return [
-        r
-        for r in _select(records, d=d, problem=problem, solver="certified", embedding="gaussian")
-        if abs(r["config"]["kappa"] - kappa) < 1e-6
-    ]
 
 
 def _legend(ax) -> None:
@@ -86,7 +77,7 @@ def fig_transition(data: ReportData, out):
     ds = sorted({r["d"] for r in data.rows if r["solver"] == "certified" and r["model"] == "full"})
     for ax, problem in zip(axes, ("op", "dp")):
         for i, d in enumerate(ds):
-            recs = [r for r in _certified(data.records, d, problem) if r["config"]["model"] == "full"]
+            recs = select(data.records, d=d, problem=problem, **CERTIFIED_FULL)
             if not recs:
                 continue
             p_star = np.array([r["p_star"] for r in recs])
@@ -147,12 +138,9 @@ def fig_finite_size(data: ReportData, out):
     _errorbar(ax, adam, [r["d"] for r in adam], "C2", "Adam OP", marker="s", dx=1.03)
     ds = sorted({r["d"] for r in cert["op"] + cert["dp"]})
     if ds:
-        from ._threshold import guess_p
-
-        dd = np.unique(np.geomspace(ds[0], ds[-1], 8).round().astype(int))
         ax.plot(
-            dd,
-            [float(th.alpha_c(float(guess_p(int(d))))) for d in dd],
+            [d for d, _ in data.gardner],
+            [a for _, a in data.gardner],
             "k--",
             lw=1,
             label=r"Gardner $\alpha_c(p)$ at $p(d)$",
@@ -268,7 +256,7 @@ def fig_scores(data: ReportData, out):
     """Normalised target and best-competitor scores of the max-margin memory (full-rank OP)
     against the water-level law, and of the Hebbian memory at the same (d, p) against its law,
     with sqrt(2 ln p)."""
-    recs = [r for r in data.margins if r["config"]["model"] == "full" and r["config"]["problem"] == "op"]
+    recs = select(data.margins, model="full", problem="op")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     if not recs:
         return save_figure(fig, out, "fig4_scores"), []
@@ -369,9 +357,7 @@ def fig_rank(data: ReportData, out):
 
 def fig_adam(data: ReportData, out):
     """The capacity the step budget loses: certified minus Adam, seed by seed, per d."""
-    from ._measure import adam_vs_certified
-
-    avc = [c for c in adam_vs_certified(data.records) if c["model"] == "full"]
+    avc = [c for c in data.adam if c["model"] == "full"]
     fig, ax = plt.subplots(figsize=(6.2, 4.3))
     for c in avc:
         d, ps = c["d"], c["per_seed"]
@@ -398,9 +384,7 @@ def fig_adam(data: ReportData, out):
 def fig_peer(data: ReportData, out):
     """Nichani, Lee and Bietti's protocol: N against d^2 (log-log), their criterion beside the
     certified all-stored capacity, with their guide line d^2 = 1.3 N ln N."""
-    from ._study import peer_rows
-
-    pr = peer_rows(data.rows)
+    pr = data.peer
     fig, ax = plt.subplots(figsize=(6.2, 4.3))
     for j, (key, label) in enumerate(
         (

@@ -1,15 +1,12 @@
-"""What every subcommand shares: the parser, argument types that name their argument, strict
-JSON output, and `main`, whose `ArgumentError` is the one path to exit 2."""
+"""What every subcommand shares: the parser class, argument types that name their argument,
+strict JSON output, and `ArgumentError`, the one path to exit 2."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
-import sys
 from collections.abc import Mapping
-
-from .._validate import InvalidArgument
 
 
 class ArgumentError(Exception):
@@ -159,77 +156,3 @@ def table(rows, cols) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
     lines += ["  ".join(str(r[c]).rjust(w) for c, w in zip(cols, widths)) for r in rows]
     return "\n".join(lines)
-
-
-def build_parser() -> Parser:
-    from . import study, theory, train
-
-    p = Parser(prog="jaxmem", description=sys.modules["jaxmem.cli"].__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
-    for module in (train, study, theory):
-        module.add_commands(sub)
-    return p
-
-
-def _end_on_signals() -> None:
-    """SIGINT and SIGTERM end the command at once, with one line and status `128 + signal`.
-
-    A Python signal handler runs only between bytecodes of the main thread, never while it
-    waits in a compiled computation (a theory loop can take minutes). So the signal is taken
-    from the interpreter's wakeup file descriptor, which its C handler writes at once, by a
-    thread that kills the worker processes and exits. Nothing is lost: every file is written
-    by an atomic rename, and a writer's stale temp files are removed by the next one."""
-    import multiprocessing
-    import multiprocessing.resource_tracker
-    import os
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    r, w = os.pipe()
-    os.set_blocking(w, False)
-    signal.set_wakeup_fd(w)
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, lambda *_: None)
-
-    def watch():
-        while True:
-            got = os.read(r, 1)
-            if got and got[0] in (signal.SIGINT, signal.SIGTERM):
-                break
-        for p in multiprocessing.active_children():
-            p.kill()
-        # and the semaphore tracker of the spawned workers, which would warn of their leak
-        tracker = getattr(getattr(multiprocessing, "resource_tracker", None), "_resource_tracker", None)
-        if getattr(tracker, "_pid", None):
-            os.kill(tracker._pid, signal.SIGKILL)
-        os.write(2, f"jaxmem: interrupted ({signal.Signals(got[0]).name})\n".encode())
-        os._exit(128 + got[0])
-
-    threading.Thread(target=watch, daemon=True, name="jaxmem-signals").start()
-
-
-def main(argv=None) -> int:
-    """Run `jaxmem ARGS`: 0 on success, 2 with one line on a bad argument, 1 with one line on
-    any other failure (never a traceback). As a program (`argv` None), SIGINT and SIGTERM end it
-    at once (`_end_on_signals`)."""
-    if argv is None:
-        _end_on_signals()
-    try:
-        parser = build_parser()
-        a = parser.parse_args(argv)
-        try:
-            a.func(a)
-        except InvalidArgument as e:  # a library check of a value the user gave
-            raise ArgumentError(f"jaxmem {a.cmd}: error: {str(e).splitlines()[0]}") from None
-    except ArgumentError as e:
-        print(str(e).splitlines()[0], file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("jaxmem: interrupted", file=sys.stderr)
-        return 130
-    except Exception as e:  # one readable line, never a traceback
-        print(f"jaxmem: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}", file=sys.stderr)
-        return 1
-    return 0

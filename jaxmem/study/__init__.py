@@ -1,0 +1,63 @@
+"""The study layer: capacity measurements as units of work, run into a folder of records, and
+the tables, figures and report read back from those records alone.
+
+Layers, each importing only those above it in this list:
+
+- `_records`: one record envelope, the `Store` (a folder of record files), the normal form of
+  a config and `select`;
+- `_units`: the registry of unit kinds (threshold, max-margin, fixed-`p` ensemble) and their
+  configs;
+- `_runner`: one loop that runs units, serially or by worker processes, per shard, skipping
+  finished ones;
+- `_analysis`: records to tables (pure functions): capacity rows, verdicts, OP against DP, Adam
+  against certified;
+- `_spec`: the study presets, `run_study`, `capacity` and sweeps;
+- `_figures`: draw precomputed tables;
+- `_report`: `report.md`.
+"""
+
+from .._files import atomic_write
+from .._provenance import device_info, versions
+from ._analysis import (
+    adam_vs_certified,
+    compare,
+    compare_op_dp,
+    estimate,
+    fmt,
+    public,
+    setup,
+    theory_verdict,
+    threshold_rows,
+)
+from ._figures import FIGURES, ReportData, save_figure
+from ._records import (
+    config_id,
+    criterion,
+    decide_fields,
+    envelope,
+    expected_seeds,
+    flat_settings,
+    normal_config,
+    normal_records,
+    point_key,
+    select,
+    Store,
+    train_fields,
+    unit_settings,
+)
+from ._report import read_study, write_report
+from ._runner import check_jobs, default_jobs, distinct_units, measure, run_units
+from ._spec import (
+    capacity,
+    CapacityEstimate,
+    DEMO,
+    margin_configs,
+    PAPER,
+    QUICK,
+    run_study,
+    run_sweep,
+    study_points,
+    StudySpec,
+    SweepSpec,
+)
+from ._units import Knobs, make_config, point_configs, run_margin_unit, run_one, run_records, run_unit, UNITS

@@ -1,0 +1,537 @@
+"""Records to tables, all pure functions: capacity rows with exact CIs, verdicts against the
+theory, OP against DP, Adam against certified, the peer protocol's rows, and the logistic
+estimate of fixed-`p` sweeps."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import numpy as np
+
+from .. import theory as th
+from .._tasks import alpha_of, p_from_alpha
+from .._threshold import guess_p, median_capacity
+from ._records import criterion, finite_or_none, flat_settings, normal_records, point_key, select
+
+
+# the records of the paper's main measurement: certified, full rank, Gaussian embeddings
+CERTIFIED_FULL = dict(model="full", kappa=1.0, solver="certified", embedding="gaussian")
+
+# the settings of a threshold config that choose how a threshold is found, not which threshold:
+# two points differing only in these measure the same thing (compare and pair them)
+_HOW = (
+    "plan",
+    "decide.decider",
+    "decide.working_set",
+    "decide.outer_every",
+    "decide.memory",
+    "decide.chunk",
+    "decide.stream",
+    "decide.block",
+)
+
+
+# the fields that name the memory and solver of a row (the rest are its settings)
+_HEAD = ("kind", "d", "problem", "model", "kappa", "solver")
+
+
+def _same_measurement(cfg: dict, drop=()) -> str:
+    """`point_key` less the `_HOW` settings and the fields or setting groups in `drop`
+    (`"adam"` drops every `adam.*`)."""
+    gone = lambda k: k in _HOW or k in drop or k.split(".")[0] in drop
+    return json.dumps({k: v for k, v in flat_settings(cfg).items() if not gone(k)}, sort_keys=True)
+
+
+def _by_point(records: list[dict], key=point_key) -> dict:
+    """Records grouped by `key(config)`, each group a `{seed: record}` sorted by seed (a seed is
+    counted once, whatever the files)."""
+    groups = defaultdict(dict)
+    for r in records:
+        groups[key(r["config"])][r["seed"]] = r
+    return {k: dict(sorted(v.items())) for k, v in groups.items()}
+
+
+def _differing(configs: list[dict]) -> set:
+    """The flat fields (`_flat`) whose value is not the same in all of `configs` (missing
+    counts as a value)."""
+    flat = [flat_settings(c) for c in configs]
+    keys = set().union(*flat)
+    return {k for k in keys if len({json.dumps(c.get(k), sort_keys=True) for c in flat}) > 1}
+
+
+def _sortable(cfg: dict) -> tuple:
+    return (cfg["d"], cfg["problem"], cfg["model"], cfg["kappa"], cfg["solver"], point_key(cfg))
+
+
+def bootstrap_median_alpha(p_star, d, rng, n_boot=2000):
+    p_star = np.asarray(p_star, float)
+    med = np.median(rng.choice(p_star, (n_boot, p_star.size)), axis=1)
+    return alpha_of(d, med)
+
+
+def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -> list[dict]:
+    """One row per measurement point (`point_key`): `p_c`, `alpha_c` with the order-statistic
+    95% CI, the logistic cross-check, undecided and censored seeds, and the theory
+    `alpha_c(p_c, kappa)`. A row's `settings` are its config but the seed range; `setup` names
+    the settings in which it differs from the other rows of the same memory and solver."""
+    groups = _by_point(normal_records(records))
+    cfgs = {k: next(iter(g.values()))["config"] for k, g in groups.items()}
+    heads = defaultdict(list)
+    for k, c in cfgs.items():
+        heads[tuple(c[f] for f in _HEAD)].append(c)
+    rows = []
+    for key in sorted(groups, key=lambda k: _sortable(cfgs[k])):
+        cfg, recs = cfgs[key], list(groups[key].values())
+        d = cfg["d"]
+        lo = np.array([r["p_star"] for r in recs])
+        hi = np.array([r["p_hi"] for r in recs])
+        est = median_capacity(lo, hi, d, censored=[_censored(r) for r in recs])
+        differ = _differing(heads[tuple(cfg[f] for f in _HEAD)])
+        row = dict(
+            d=d,
+            problem=cfg["problem"],
+            model=cfg["model"],
+            kappa=round(cfg["kappa"], 6),
+            solver=cfg["solver"],
+            embedding=cfg.get("embedding", "gaussian"),
+            lr=cfg.get("adam", {}).get("lr"),
+            steps=cfg.get("adam", {}).get("steps"),
+            criterion=criterion(cfg),
+            settings={k: v for k, v in flat_settings(cfg).items() if k not in _HEAD},
+            differs={k: flat_settings(cfg).get(k) for k in sorted(differ)},
+            seeds=len(recs),
+            **est,
+            undecided=int(sum(r["undecided"] for r in recs)),
+            exact=int(sum(r["exact"] for r in recs)),
+            censored=int(sum(_censored(r) for r in recs)),
+            alpha_logistic=finite_or_none(logistic_cross_check(lo, d)),
+            decisions=int(sum(len(r["decisions"]) for r in recs)),
+            seconds=float(sum(r["seconds"] for r in recs)),
+        )
+        if theory:
+            ok = math.isfinite(est["p_c"]) and est["p_c"] >= 2
+            model_th = "hebbian" if row["solver"] == "hebbian" else row["model"]
+            row["theory_alpha_c"] = (
+                theory_alpha_c(d, est["p_c"], model_th, row["kappa"], row["problem"]) if ok else None
+            )
+            row["theory_verdict"] = theory_verdict(row)
+        rows.append(CapacityRow(**row))
+    return rows
+
+
+def _censored(rec: dict) -> bool:
+    """Whether a seed's threshold is only known to be at least its search's `p_max` (no `p`
+    tried failed): right-censored."""
+    p_max = rec["config"].get("plan", {}).get("p_max")
+    return rec.get("censored", p_max is not None and rec["p_hi"] > p_max)
+
+
+def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int = 2000) -> list[dict]:
+    """`alpha_c(a) - alpha_c(b)` for two selections of points (e.g. OP and DP, all-stored
+    criterion), with a 95% percentile-bootstrap CI over seeds, and the verdict the CI allows.
+
+    Points are paired when their configs agree on everything but the fields `a` and `b` select
+    on and how the thresholds were found (`_HOW`: plan, decider); seeds are taken in seed order,
+    so the result does not depend on the order of the records.
+
+    **Returns:** one dict per pair of points: `d`, `embedding`, `diff`, `ci_low`, `ci_high`,
+    `verdict`, `seeds`, `seeds_to_decide`, and `setup` (the settings in which the pair differs
+    from the others at the same `d`, `""` if none)."""
+    rng = np.random.default_rng(seed)
+    records = normal_records(records)
+    drop = set(a) | set(b)
+    sel = lambda r, f: all(r["config"][k] == v for k, v in f.items()) and criterion(r["config"]) == 1.0
+    key = lambda c: _same_measurement(c, drop)
+    ga = _by_point([r for r in records if sel(r, a)], key)
+    gb = _by_point([r for r in records if sel(r, b)], key)
+    common = [k for k in ga if k in gb]
+    cfg = {k: next(iter(ga[k].values()))["config"] for k in common}
+    common.sort(key=lambda k: (cfg[k]["d"], cfg[k]["embedding"], k))
+    at_d = defaultdict(list)
+    for k in common:
+        at_d[cfg[k]["d"], cfg[k]["embedding"]].append(cfg[k])
+    out = []
+    for k in common:
+        pa, pb = ga[k], gb[k]
+        if len(pa) < 2 or len(pb) < 2:
+            continue
+        d, emb = cfg[k]["d"], cfg[k]["embedding"]
+        xa = np.array([r["p_star"] for r in pa.values()])
+        xb = np.array([r["p_star"] for r in pb.values()])
+        diff = alpha_of(d, np.median(xa)) - alpha_of(d, np.median(xb))
+        boot = bootstrap_median_alpha(xa, d, rng, n_boot) - bootstrap_median_alpha(xb, d, rng, n_boot)
+        lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
+        verdict = "differ" if lo > 0 or hi < 0 else "undecided"
+        n = min(len(xa), len(xb))
+        differ = {k for k in _differing(at_d[d, emb]) if k not in drop and k not in _HOW}
+        out.append(
+            dict(
+                d=d,
+                embedding=emb,
+                diff=float(diff),
+                ci_low=lo,
+                ci_high=hi,
+                verdict=verdict,
+                seeds=[len(xa), len(xb)],
+                seeds_to_decide=_seeds_to_decide(diff, lo, hi, n),
+                setup=", ".join(f"{f} {flat_settings(cfg[k]).get(f)}" for f in sorted(differ)),
+            )
+        )
+    return out
+
+
+def _seeds_to_decide(diff, lo, hi, n):
+    """Seeds per side at which a CI of the same shape, shrinking as `1/sqrt(n)`, would exclude 0
+    (None if the estimate is exactly 0)."""
+    if lo > 0 or hi < 0:
+        return n
+    half = (hi - lo) / 2
+    return None if diff == 0 else int(math.ceil(n * (half / abs(diff)) ** 2))
+
+
+def theory_verdict(row: dict) -> str:
+    """What the 95% CI says of the theory value: inside it, or the measurement above or below.
+    An interval left open by censored seeds decides only the side it bounds."""
+    t, lo, hi = row.get("theory_alpha_c"), row.get("ci_low"), row.get("ci_high")
+    finite = lambda x: x is not None and math.isfinite(x)
+    if t is None or not finite(lo):
+        return "undecided (no CI)"
+    if not finite(hi):
+        if row.get("censored") and lo > t:
+            return "measured above theory (CI open above: censored seeds)"
+        return "undecided (CI open above: censored seeds; raise p_max)"
+    if lo <= t <= hi:
+        return "agrees (theory inside the 95% CI)"
+    return f"measured {'above' if lo > t else 'below'} theory"
+
+
+def adam_vs_certified(records: list[dict]) -> list[dict]:
+    """Seed by seed on the same nested tasks: the fraction of seeds whose Adam threshold is below
+    the certified one, and the capacity lost to the step budget (certified minus Adam `alpha_c`).
+
+    An Adam point is paired with every certified point on the same tasks (same `d`, problem,
+    memory, embedding and `seed0`), and seeds by their seed number, never by position."""
+    records = normal_records(records)
+    tasks = lambda c: _same_measurement(c, ("solver", "decide", "adam"))
+    is_adam = lambda c: c["solver"] == "adam" and criterion(c) == 1.0
+    adam = _by_point([r for r in records if is_adam(r["config"])])
+    cert = _by_point([r for r in records if r["config"]["solver"] == "certified"])
+    out = []
+    for ka in sorted(adam, key=lambda k: _sortable(next(iter(adam[k].values()))["config"])):
+        ca = next(iter(adam[ka].values()))["config"]
+        for kc, cs in cert.items():
+            if tasks(next(iter(cs.values()))["config"]) != tasks(ca):
+                continue
+            common = sorted(set(adam[ka]) & set(cs))
+            if not common:
+                continue
+            pa = np.array([adam[ka][s]["p_star"] for s in common])
+            pc = np.array([cs[s]["p_star"] for s in common])
+            d = ca["d"]
+            ma, mc = np.median(pa), np.median(pc)
+            out.append(
+                dict(
+                    d=d,
+                    problem=ca["problem"],
+                    model=ca["model"],
+                    kappa=round(ca["kappa"], 6),
+                    embedding=ca["embedding"],
+                    seed0=ca["seed0"],
+                    seeds=len(common),
+                    fraction_below=float(np.mean(pa < pc)),
+                    fraction_above=float(np.mean(pa > pc)),
+                    alpha_certified=alpha_of(d, mc),
+                    alpha_adam=alpha_of(d, ma),
+                    lost=alpha_of(d, mc) - alpha_of(d, ma),
+                    per_seed=dict(seeds=common, adam=pa.tolist(), certified=pc.tolist()),
+                )
+            )
+    return out
+
+
+def logistic_cross_check(p_star, d: int) -> float:
+    """`alpha` where a logistic fit of P(p* >= p) against `ln p` crosses 1/2 (a cross-check of
+    the median)."""
+    p_star = np.asarray(p_star)
+    grid = np.arange(max(2, int(p_star.min()) - 2), int(p_star.max()) + 3)
+    x = np.repeat(np.log(grid), p_star.size)
+    y = (p_star[None, :] >= grid[:, None]).astype(float).ravel()
+    p = _p_c(x, y)
+    return alpha_of(d, p) if math.isfinite(p) and p >= 2 else math.nan
+
+
+N_BOOT = 400
+
+
+def _logistic_fit(x, y, ridge=1e-2):
+    """Penalised MLE of `P(y=1) = sigmoid(c0 + c1 x)`; Newton on a centred x."""
+    xm = x.mean()
+    X = np.stack([np.ones_like(x), x - xm], 1)
+    c = np.zeros(2)
+    pen = np.array([0.0, ridge])
+    for _ in range(100):
+        eta = X @ c
+        mu = 1 / (1 + np.exp(-eta))
+        g = X.T @ (y - mu) - pen * c
+        H = (X * (mu * (1 - mu))[:, None]).T @ X + np.diag(pen) + 1e-12 * np.eye(2)
+        step = np.linalg.solve(H, g)
+        c = c + step
+        if np.abs(step).max() < 1e-10:
+            break
+    c0, c1 = c[0] - c[1] * xm, c[1]
+    return c0, c1
+
+
+def _p_c(x, y):
+    c0, c1 = _logistic_fit(x, y)
+    if c1 >= 0 or not np.isfinite(c0 / c1) or -c0 / c1 > 700:
+        return math.nan
+    return math.exp(-c0 / c1)
+
+
+def _alpha(p, d):
+    return alpha_of(d, float(p))
+
+
+def _accuracy_crossing(alphas, accs):
+    """Load at which the mean accuracy first falls below 1/2 (linear interpolation)."""
+    order = np.argsort(alphas)
+    a, m = np.asarray(alphas)[order], np.asarray(accs)[order]
+    for i in range(len(a) - 1):
+        if m[i] >= 0.5 > m[i + 1]:
+            return float(a[i] + (m[i] - 0.5) / (m[i] - m[i + 1]) * (a[i + 1] - a[i]))
+    return None
+
+
+class CapacityRow(Mapping):
+    """One capacity estimate (a row of `jaxmem capacity`): a read-only mapping of its public
+    fields (`d, problem, model, kappa, p_c, alpha_c, ci_low, ci_high, ...`), with the bootstrap
+    samples of `alpha_c` beside them as `boot` (not a field: they are never printed).
+
+    **Arguments:** `boot`, and the fields as keywords."""
+
+    def __init__(self, boot=None, **fields):
+        self._fields = MappingProxyType(dict(fields))
+        self.boot = np.asarray([] if boot is None else boot, float)
+
+    def __getitem__(self, key):
+        return self._fields[key]
+
+    def __iter__(self):
+        return iter(self._fields)
+
+    def __len__(self):
+        return len(self._fields)
+
+    def __repr__(self):
+        return f"CapacityRow({dict(self._fields)!r})"
+
+    def to_json(self) -> dict:
+        return dict(self._fields)
+
+
+def group_key(cfg):
+    return (cfg["d"], cfg["problem"], cfg["model"], round(cfg["kappa"], 6))
+
+
+def estimate(records: list[dict], *, seed: int = 0, n_boot: int = N_BOOT, theory: bool = True) -> list[dict]:
+    """One row per (d, problem, model, kappa): p_c, alpha_c with bootstrap CI, the load where
+    mean accuracy crosses 1/2, theory value, number of runs, and the bootstrap samples."""
+    groups = defaultdict(list)
+    for r in records:
+        groups[group_key(r["config"])].append(r)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (d, problem, model, kappa), recs in sorted(groups.items()):
+        by_p = defaultdict(list)
+        for r in recs:
+            by_p[r["config"]["p"]].append(r)
+        ps = sorted(by_p)
+        x = np.concatenate([[math.log(p)] * len(by_p[p]) for p in ps])
+        y = np.concatenate([[float(r["all_stored"]) for r in by_p[p]] for p in ps])
+        p_c = _p_c(x, y)
+        boots = []
+        for _ in range(n_boot):
+            yb = np.concatenate(
+                [rng.choice([float(r["all_stored"]) for r in by_p[p]], len(by_p[p])) for p in ps]
+            )
+            boots.append(_alpha(_p_c(x, yb), d))
+        boots = np.array(boots)
+        boots = boots[np.isfinite(boots)]
+        fr = [float(np.mean([r["all_stored"] for r in by_p[p]])) for p in ps]
+        bracketed = any(f >= 0.5 for f in fr) and any(f < 0.5 for f in fr)
+        acc_cross = _accuracy_crossing(
+            [_alpha(p, d) for p in ps], [np.mean([r["accuracy"] for r in by_p[p]]) for p in ps]
+        )
+        row = dict(
+            d=d,
+            problem=problem,
+            model=model,
+            kappa=kappa,
+            p_c=p_c,
+            alpha_c=_alpha(p_c, d),
+            ci_low=float(np.percentile(boots, 2.5)) if boots.size else None,
+            ci_high=float(np.percentile(boots, 97.5)) if boots.size else None,
+            alpha_acc_half=acc_cross,
+            bracketed=bracketed,
+            n_runs=len(recs),
+            grid=[
+                dict(
+                    p=p,
+                    alpha=_alpha(p, d),
+                    fraction_all_stored=f,
+                    accuracy=float(np.mean([r["accuracy"] for r in by_p[p]])),
+                    n=len(by_p[p]),
+                )
+                for p, f in zip(ps, fr)
+            ],
+        )
+        if theory:
+            row["theory_alpha_c"] = theory_alpha_c(d, p_c, model, kappa, problem)
+        rows.append(CapacityRow(boot=boots, **row))
+    return rows
+
+
+def theory_alpha_c(d, p_c, model, kappa, problem):
+    """Theory at the measured `p_c`: Gardner `alpha_c(p_c, kappa)`; Hebbian: the load where the
+    finite-size P(all stored) of `jaxmem.theory.hebbian` crosses 1/2 at this `d`."""
+
+    if not np.isfinite(p_c):
+        return None
+    if model != "hebbian":
+        return float(th.alpha_c(float(p_c), kappa=float(kappa)))
+    p_all = lambda p: float(th.hebbian(d, p, problem, samples=50_000).p_all_stored)
+    lo, hi = 2, max(4, int(4 * p_c))
+    if p_all(hi) >= 0.5:
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if p_all(mid) >= 0.5:
+            lo = mid
+        else:
+            hi = mid
+    return _alpha(lo + 0.5, d)
+
+
+def public(rows):
+    """The rows as JSON-ready dicts."""
+    return [r.to_json() for r in rows]
+
+
+def compare_op_dp(rows):
+    """Per d, alpha_hat(OP) - alpha_hat(DP) for full-rank memories with a bootstrap CI."""
+    out = []
+    full = {(r["d"], r["problem"]): r for r in rows if r["model"] == "full"}
+    for d in sorted({d for d, _ in full}):
+        if (d, "op") in full and (d, "dp") in full:
+            a, b = full[(d, "op")], full[(d, "dp")]
+            n = min(len(a.boot), len(b.boot))
+            diff = a.boot[:n] - b.boot[:n]
+            lo, hi = (
+                (float(np.percentile(diff, 2.5)), float(np.percentile(diff, 97.5))) if n else (None, None)
+            )
+            out.append(
+                dict(
+                    d=d,
+                    diff=a["alpha_c"] - b["alpha_c"],
+                    ci_low=lo,
+                    ci_high=hi,
+                    differs=bool(n and (lo > 0 or hi < 0)),
+                )
+            )
+    return out
+
+
+def fmt(x, nd=3):
+    return "—" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{nd}f}"
+
+
+def setup(row) -> str:
+    """The settings of a row that differ from the default measurement (for tables)."""
+    parts = []
+    if row.get("embedding", "gaussian") != "gaussian":
+        parts.append(f"{row['embedding']} embedding")
+    if row.get("criterion", 1.0) != 1.0:
+        parts.append(f"accuracy {row['criterion']:g}")
+    if row.get("solver") == "adam":
+        parts.append(f"lr {row['lr']:g}, {row['steps']} steps")
+    shown = {"embedding", "adam.accuracy", "adam.lr", "adam.steps"}
+    for k, v in row.get("differs", {}).items():
+        if k not in shown:
+            parts.append(f"{k} {json.dumps(v) if isinstance(v, dict | list) else v}")
+    return ", ".join(parts) or "—"
+
+
+def transition_theory(rows):
+    """The transition theory's loads (P(all stored) = 0.75, 0.5, 0.25; docs/science.md 2.8) per
+    `d` of the certified full-rank rows, keyed `(d, 1.0)` (16384 samples each: a standard error
+    of about 0.005 in `alpha_50`, printed beside it)."""
+    out = {}
+    for r in rows:
+        key = (r["d"], 1.0)
+        full = r["model"] == "full" and r["embedding"] == "gaussian" and r["solver"] == "certified"
+        if full and key not in out:
+            out[key] = th.transition_loads(r["d"], samples=16384)
+    return out
+
+
+def verdict(lo, hi, value, what):
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)) or value is None:
+        return "undecided (no CI)"
+    if lo <= value <= hi:
+        return f"agrees with {what}"
+    return f"{'above' if lo > value else 'below'} {what}"
+
+
+def shrink(records, d1, d2, rng, n_boot=2000):
+    """Bootstrap CI of `(OP - DP)(d1) - (OP - DP)(d2)`, certified, Gaussian embeddings."""
+
+    def p(d, problem):
+        return np.array(
+            [
+                r["p_star"]
+                for r in sorted(
+                    select(records, d=d, problem=problem, **CERTIFIED_FULL),
+                    key=lambda r: (r["config"]["seed0"], r["seed"]),
+                )
+            ]
+        )
+
+    b = lambda d, pr: bootstrap_median_alpha(p(d, pr), d, rng, n_boot)
+    diff = (b(d1, "op") - b(d1, "dp")) - (b(d2, "op") - b(d2, "dp"))
+    return tuple(float(x) for x in np.percentile(diff, [2.5, 97.5]))
+
+
+def peer_rows(rows):
+    """Per `d` of the peer protocol: their criterion's capacity (Adam, unit-norm embeddings,
+    training accuracy 0.99), the certified all-stored capacity of the same tasks, and the
+    Gaussian-embedding certified capacity where measured, beside the guide `d^2 = 1.3 N ln N`."""
+    out = []
+    for d in sorted({r["d"] for r in rows if r.get("criterion", 1.0) != 1.0}):
+        pick = lambda **f: next(
+            (r for r in rows if r["d"] == d and all(r.get(k) == v for k, v in f.items())), None
+        )
+        theirs = next((r for r in rows if r["d"] == d and r.get("criterion", 1.0) != 1.0), None)
+        ours = pick(problem="op", model="full", solver="certified", embedding="unit")
+        gauss = pick(problem="op", model="full", solver="certified", embedding="gaussian")
+        out.append(
+            dict(d=d, theirs=theirs, ours=ours, gaussian=gauss, guide_N=float(p_from_alpha(d, 1 / 1.3)))
+        )
+    return out
+
+
+def gardner_curve(rows, n: int = 8) -> list[tuple[int, float]]:
+    """Gardner's `alpha_c(p(d))` at `n` log-spaced `d` across the certified full-rank rows (the
+    theory's own `p(d)`, `guess_p`): `(d, alpha)` pairs for the finite-size figure."""
+    full = lambda r: (
+        (r["solver"], r["model"], r.get("embedding", "gaussian")) == ("certified", "full", "gaussian")
+    )
+    ds = sorted({r["d"] for r in rows if full(r)})
+    if not ds:
+        return []
+    dd = np.unique(np.geomspace(ds[0], ds[-1], n).round().astype(int))
+    return [(int(d), float(th.alpha_c(float(guess_p(int(d)))))) for d in dd]
