@@ -24,8 +24,7 @@ import jaxmem as jm
 import numpy as np
 from _common import best_time, write
 from jax import lax
-from jaxmem._loss import stream_pass
-from jaxmem._precision import einsum
+from jaxmem import einsum, stream_pass
 
 
 PRECISIONS = ("highest", "tf32", "bf16")

@@ -12,10 +12,15 @@ import jax
 import numpy as np
 from _common import best_time, write
 from jaxmem import DecideConfig, make_tasks
-from jaxmem._solvers._constraints import batch_constraints
-from jaxmem._solvers._decide import _lbfgs_step, decision_instances
-from jaxmem._solvers._runner import init_states
-from jaxmem._solvers._working_set import _ws_op, outer_pass, working_set_instances
+from jaxmem.solvers import (
+    batch_constraints,
+    decision_instances,
+    init_states,
+    lbfgs_step,
+    outer_pass,
+    working_set_instances,
+    working_set_operator,
+)
 
 
 def main():
@@ -33,9 +38,11 @@ def main():
     st = init_states(solver, inst)
     X = st.opt.X + 0.01
     pieces = dict(
-        inner=eqx.filter_jit(jax.vmap(lambda i, s: _lbfgs_step(_ws_op(i.cons, s.C, s.valid), s.opt))),
+        inner=eqx.filter_jit(
+            jax.vmap(lambda i, s: lbfgs_step(working_set_operator(i.cons, s.C, s.valid), s.opt))
+        ),
         outer=eqx.filter_jit(jax.vmap(lambda i, s, X: outer_pass(i.cons, X, a.k))),
-        swap=eqx.filter_jit(jax.vmap(lambda i, s: solver._swap(i.cons, s.opt, s.J))),
+        swap=eqx.filter_jit(jax.vmap(lambda i, s: solver.swap(i.cons, s.opt, s.J))),
     )
     args = dict(inner=(inst, st), outer=(inst, st, X), swap=(inst, st))
     ms = {

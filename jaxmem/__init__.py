@@ -1,22 +1,13 @@
 """jaxmem: how many facts a linear associative memory can store, by simulation and theory."""
 
 from . import theory
+from ._experiment import Experiment, run_experiment
 from ._footprint import step_footprint
-from ._loss import cross_entropy, dense_ce, dense_scores, Scores, stream_ce
+from ._loss import cross_entropy, dense_ce, dense_scores, Scores, stream_ce, stream_pass
 from ._metrics import ensemble_metrics, Metrics, metrics
 from ._models import AbstractMemory, Factored, FullRank, hebbian, MEMORIES, rank_of
-from ._precision import PRECISIONS
+from ._precision import einsum, PRECISIONS
 from ._provenance import VERSION as __version__
-from ._solvers import (
-    AbstractEnsembleSolver,
-    choose_decider,
-    decide,
-    DecideConfig,
-    Decider,
-    Decision,
-    run_ensemble,
-    WorkingSetDecider,
-)
 from ._tasks import (
     AbstractTask,
     alpha_of,
@@ -29,6 +20,16 @@ from ._tasks import (
     PROBLEM_CLASSES,
     Task,
 )
-from ._threshold import median_ci, search_thresholds, SearchPlan, Thresholds
+from ._threshold import median_capacity, median_ci, search_thresholds, SearchPlan, Thresholds
 from ._train import AdamProtocol, padded_size, Run, train, TrainConfig, TrainInstance
+from .solvers import (
+    AbstractEnsembleSolver,
+    choose_decider,
+    decide,
+    DecideConfig,
+    Decider,
+    Decision,
+    run_ensemble,
+    WorkingSetDecider,
+)
 from .study import capacity, CapacityEstimate

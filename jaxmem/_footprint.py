@@ -12,11 +12,11 @@ import jax
 import jax.numpy as jnp
 
 from ._models import FullRank
-from ._solvers._constraints import StreamedConstraints
-from ._solvers._decide import _Instance, DecideConfig, Decider
 from ._tasks import make_task, PROBLEMS
 from ._train import AdamProtocol, TrainConfig, TrainInstance
 from ._validate import check_choice, check_int, InvalidArgument
+from .solvers._constraints import StreamedConstraints
+from .solvers._decide import DecideConfig, Decider, DecisionInstance
 
 
 SOLVERS = ("adam", "decide")
@@ -58,7 +58,7 @@ def step_footprint(
             )
         protocol = Decider(decide_config, False)
         cons = StreamedConstraints(task, n, decide_config.block)
-        inst = _Instance(cons, jax.ShapeDtypeStruct((d, d), jnp.float32), n)
+        inst = DecisionInstance(cons, jax.ShapeDtypeStruct((d, d), jnp.float32), n)
     state = jax.eval_shape(protocol.init, inst)
     dyn, static = eqx.partition(protocol, eqx.is_array)
     run = jax.jit(lambda dyn, inst, st: eqx.combine(dyn, static).step(inst, st))

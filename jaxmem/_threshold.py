@@ -25,8 +25,11 @@ import numpy as np
 from jax import lax
 
 from ._models import Factored, FullRank
-from ._solvers._constraints import batch_constraints
-from ._solvers._decide import (
+from ._tasks import alpha_of, p_from_alpha, Task
+from ._train import AdamProtocol, TrainConfig, TrainInstance
+from ._validate import check_int, check_real, InvalidArgument
+from .solvers._constraints import batch_constraints
+from .solvers._decide import (
     DecideConfig,
     STORABLE,
     stored_fraction,
@@ -34,11 +37,8 @@ from ._solvers._decide import (
     UNSTORABLE,
     verify,
 )
-from ._solvers._dispatch import decider_parts
-from ._solvers._runner import bucket, gather, init_states, run_ensemble, scatter
-from ._tasks import alpha_of, p_from_alpha, Task
-from ._train import AdamProtocol, TrainConfig, TrainInstance
-from ._validate import check_int, check_real, InvalidArgument
+from .solvers._dispatch import decider_parts
+from .solvers._runner import bucket, gather, init_states, run_ensemble, scatter
 
 
 SOLVERS = ("certified", "adam", "hebbian")

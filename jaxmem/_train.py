@@ -25,9 +25,9 @@ from ._loss import cross_entropy
 from ._metrics import ensemble_metrics, Metrics
 from ._models import Factored, FullRank, memory_class, rank_of
 from ._precision import PRECISIONS
-from ._solvers._runner import AbstractEnsembleSolver, run_ensemble
 from ._tasks import Task
 from ._validate import check_choice, check_int, check_memory, check_positive, check_real, InvalidArgument
+from .solvers._runner import AbstractEnsembleSolver, run_ensemble
 
 
 # Defaults chosen by the measurements in README "Training defaults".

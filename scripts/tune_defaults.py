@@ -10,8 +10,7 @@ counts, at d = 32 near the transition, how many of 8 seeds store all for each (l
 import itertools
 import json
 
-from jaxmem import TrainConfig
-from jaxmem._experiment import run_experiment
+from jaxmem import run_experiment, TrainConfig
 
 
 def main():

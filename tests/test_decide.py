@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import jaxmem as jm
 import numpy as np
 import pytest
-from jaxmem._solvers import decide, DecideConfig
-from jaxmem._threshold import median_capacity, median_ci, search_thresholds, SearchPlan
+from jaxmem import median_capacity, median_ci, search_thresholds, SearchPlan
+from jaxmem.solvers import decide, DecideConfig
 from scipy.optimize import linprog
 
 
@@ -143,7 +143,7 @@ def test_thresholds_are_monotone_and_found_by_the_search(problem):
 
 
 def test_vmapped_decisions_equal_single_runs():
-    from jaxmem._solvers import batch_constraints, decide_constraints
+    from jaxmem.solvers import batch_constraints, decide_constraints
 
     tasks = jm.make_tasks(jax.random.key(2), n=3, d=10, p=40, problem="op")
     ps = np.array([20, 30, 40])
@@ -310,8 +310,7 @@ def test_large_op_iteration_fits_in_4_gib():
 def test_peer_protocol_pieces_unit_embedding_and_accuracy_criterion():
     """Nichani, Lee and Bietti's linear memory: unit-norm embeddings, and Adam stopped at a
     training accuracy; the criterion's float64 check is an independent numpy recount."""
-    from jaxmem._solvers import batch_constraints
-    from jaxmem._solvers._decide import stored_fraction
+    from jaxmem.solvers import batch_constraints, stored_fraction
     from jaxmem.study import point_configs
 
     tasks = jm.make_tasks(jax.random.key(5), n=4, d=12, p=80, embedding="unit")

@@ -15,8 +15,8 @@ import jaxmem as jm
 import jaxmem.theory as th
 import numpy as np
 import pytest
-from jaxmem._solvers._runner import AbstractEnsembleSolver, run_ensemble
 from jaxmem.cli import main
+from jaxmem.solvers import AbstractEnsembleSolver, run_ensemble
 from jaxmem.study import (
     adam_vs_certified,
     compare,
@@ -364,7 +364,7 @@ def test_repeated_values_do_not_multiply_the_work(capsys):
 
 
 def test_metrics_and_weights_have_one_type_whatever_the_path():
-    from jaxmem._metrics import ensemble_metrics
+    from jaxmem import ensemble_metrics
 
     tasks = jax.tree.map(
         lambda *x: jnp.stack(x), *[jm.make_task(jax.random.key(i), d=8, p=12, problem="op") for i in range(2)]

@@ -11,10 +11,9 @@ import jax.numpy as jnp
 import jaxmem as jm
 import numpy as np
 import pytest
-from jaxmem._solvers._constraints import batch_constraints
-from jaxmem._solvers._margin import max_margin
-from jaxmem._threshold import search_thresholds, SearchPlan
+from jaxmem import search_thresholds, SearchPlan
 from jaxmem.cli import main
+from jaxmem.solvers import batch_constraints, max_margin
 from jaxmem.study import run_study, StudySpec, write_report
 from scipy.optimize import nnls
 
@@ -135,7 +134,7 @@ def test_study_end_to_end_and_capacity_reproduces_the_table(tmp_path, capsys):
 
 def test_records_do_not_depend_on_the_number_of_worker_processes(tmp_path):
     """Worker processes (`jobs=2`) write the same records as the serial run, each unit once."""
-    from jaxmem._train import TrainConfig
+    from jaxmem import TrainConfig
     from jaxmem.study import measure, point_configs, Store
 
     points = point_configs(d=6, problem="op", seeds=4, group=2) + point_configs(

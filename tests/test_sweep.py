@@ -7,10 +7,9 @@ import time
 
 import numpy as np
 import pytest
-from jaxmem._files import atomic_write
 from jaxmem.cli import main
 from jaxmem.cli._args import ArgumentError, grid
-from jaxmem.study import estimate, Knobs, run_sweep, Store, SweepSpec
+from jaxmem.study import atomic_write, estimate, Knobs, run_sweep, Store, SweepSpec
 from jaxmem.study._analysis import _logistic_fit
 
 
@@ -63,7 +62,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path):
     path = str(tmp_path / "f.json")
     atomic_write(path, "old")
 
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="must be str"):
         atomic_write(path, 123)  # write fails midway
     with open(path) as f:
         assert f.read() == "old"

@@ -88,24 +88,24 @@ def test_metrics_and_hebbian_scores_match_theory():
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    "kwargs,name",
     [
-        dict(d=1, p=5),
-        dict(d=8, p=1),
-        dict(d=8, p=5, problem="xp"),
-        dict(d=8, p=5, embedding="cube"),
-        dict(d=2.5, p=5),
+        (dict(d=1, p=5), "^d must"),
+        (dict(d=8, p=1), "^p must"),
+        (dict(d=8, p=5, problem="xp"), "^problem must"),
+        (dict(d=8, p=5, embedding="cube"), "^embedding must"),
+        (dict(d=2.5, p=5), "^d must"),
     ],
 )
-def test_invalid_tasks_raise(kwargs):
-    with pytest.raises(ValueError):
+def test_invalid_tasks_raise(kwargs, name):
+    with pytest.raises(ValueError, match=name):
         jm.make_task(jax.random.key(0), **kwargs)
 
 
 def test_invalid_training_knobs_raise():
     tasks = jm.make_tasks(jax.random.key(0), n=1, d=8, p=10)
     for bad in (dict(lr=0.0), dict(lr=-1.0), dict(lr=float("nan")), dict(init_scale=0.0), dict(steps=-1)):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"^{next(iter(bad))} must"):
             jm.train(jm.FullRank, tasks, progress=False, **bad)
     for kappa in (0.0, 1.5, -0.2):
         with pytest.raises(ValueError, match="kappa"):

@@ -8,15 +8,14 @@ import jax.numpy as jnp
 import jaxmem as jm
 import numpy as np
 import pytest
-from jaxmem._solvers import batch_constraints, decide, DecideConfig
-from jaxmem._solvers._runner import init_states, run_ensemble
-from jaxmem._solvers._working_set import (
+from jaxmem import search_thresholds, SearchPlan
+from jaxmem.solvers import batch_constraints, decide, DecideConfig, init_states, run_ensemble
+from jaxmem.solvers._working_set import (
     conclude_working_set,
     STORABLE,
     verify_working_set,
     working_set_instances,
 )
-from jaxmem._threshold import search_thresholds, SearchPlan
 from jaxmem.study import point_configs, run_unit
 
 
@@ -45,7 +44,7 @@ def test_storable_is_never_issued_without_a_full_pass():
     best = np.argsort(np.where(np.isinf(M), -np.inf, M), axis=1)[:, -4:]
     assert np.take_along_axis(M, best, axis=1).min() > 0
     J = jnp.asarray(best, jnp.int32)
-    opt, C, valid = solver._swap(cons0, st0.opt, J)
+    opt, C, valid = solver.swap(cons0, st0.opt, J)
     assert bool(opt.stored), "every margin of the working set is positive"
     st0 = eqx.tree_at(lambda s: (s.opt, s.J, s.C, s.valid), st0, (opt, J, C, valid))
     after = solver.step(jax.tree.map(one, inst), st0)

@@ -101,8 +101,8 @@ def _cmd_sweep(a):
 
 
 def _measurement_points(a) -> list[dict]:
-    from .._solvers._decide import DecideConfig
     from .._train import TrainConfig
+    from ..solvers._decide import DecideConfig
     from ..study import distinct_units, point_configs
 
     if a.model == "factored" and not a.kappa:
@@ -266,9 +266,9 @@ def _criterion(s: str) -> float:
 
 def add_commands(sub) -> None:
     from .._models import MEMORIES, MODELS
-    from .._solvers._decide import MAX_TOL
     from .._tasks import EMBEDDINGS, PROBLEMS
     from .._threshold import SOLVERS
+    from ..solvers._decide import MAX_TOL
 
     kappa = real(0.0, 1.0, low_open=True)
     sw = sub.add_parser("sweep", help="run a resumable sweep into an output folder")

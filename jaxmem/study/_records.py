@@ -21,9 +21,9 @@ import optax
 
 from .._files import atomic_write, clean_stale
 from .._provenance import device_info, versions
-from .._solvers._decide import DecideConfig
 from .._train import TrainConfig
 from .._validate import InvalidArgument
+from ..solvers._decide import DecideConfig
 
 
 RECORD_VERSION = 1

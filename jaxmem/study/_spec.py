@@ -18,12 +18,12 @@ import equinox as eqx
 import numpy as np
 
 from .._models import rank_of
-from .._solvers._decide import DecideConfig
-from .._solvers._margin import LAMBDAS
 from .._tasks import p_from_alpha
 from .._threshold import SearchPlan
 from .._train import TrainConfig
 from .._validate import check_int, check_real, InvalidArgument
+from ..solvers._decide import DecideConfig
+from ..solvers._margin import LAMBDAS
 from ._analysis import threshold_rows
 from ._records import config_id, MARGIN_KIND, select, Store
 from ._runner import check_jobs, measure, run_units

@@ -22,14 +22,14 @@ import numpy as np
 from .. import theory as th
 from .._experiment import run_experiment
 from .._models import MODELS as MEMORY_MODELS, rank_of, resolve_kappa
-from .._solvers._constraints import batch_constraints
-from .._solvers._decide import DecideConfig, STATUS
-from .._solvers._dispatch import choose_decider
-from .._solvers._margin import max_margin
 from .._tasks import alpha_of, EMBEDDINGS, make_task, p_from_alpha, PROBLEMS
 from .._threshold import default_plan, search_thresholds, SearchPlan, SOLVERS, Thresholds
 from .._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, NO_TRAINING, TrainConfig
 from .._validate import available_bytes, check_choice, check_int, check_memory, InvalidArgument
+from ..solvers._constraints import batch_constraints
+from ..solvers._decide import DecideConfig, STATUS
+from ..solvers._dispatch import choose_decider
+from ..solvers._margin import max_margin
 from ._records import (
     decide_fields,
     envelope,

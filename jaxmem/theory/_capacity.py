@@ -163,10 +163,12 @@ def e_dist2(p, margin=0.0, *, key=None, samples: int = 65_536, top: int | None =
     _check_p(p)
     _check_margin(margin)
     nb = -(-samples // _BLOCK)
-    return _e_dist2(default_key(key), f64(p), f64(margin), f64(1.0), f64(0.0), _top(p, top), nb, nb)
+    return _e_dist2(
+        default_key(key), f64(p), f64(margin), f64(1.0), f64(0.0), order_stats_needed(p, top), nb, nb
+    )
 
 
-def _top(p, top):
+def order_stats_needed(p, top):
     """Order statistics to sample: the projection pools about 2 ln p competitors, so 128
     suffice up to p ~ 1e12 (neglected mass < 1e-17); a concrete larger p gets 4.5 ln p, and a
     concrete p <= 17 needs only 16 (two sizes share all compilations)."""
@@ -258,7 +260,7 @@ def capacity(
         f64(kappa),
         f64(margin),
         f64(se_target),
-        _top(p, top),
+        order_stats_needed(p, top),
         -(-max_samples // _BLOCK),
     )
 
@@ -269,7 +271,7 @@ def _capacity(key, p, kappa, margin, se_target, top, max_blocks):
     mean, se, inc = _e_dist2(key, p, margin, scale, se_target, top, 1, max_blocks)
     # the top order statistics must hold the pooled competitors (a traced p beyond ~1e12 gets
     # only DEFAULT_TOP): otherwise NaN, never a number that looks right
-    p_max = max(1e12, math.exp(top / 4.5))  # what `top` order statistics cover (see `_top`)
+    p_max = max(1e12, math.exp(top / 4.5))  # what `top` order statistics cover (see `order_stats_needed`)
     ok = (inc < 1e-12) & jnp.isfinite(mean) & (mean > 0) & (p <= p_max)
     a = jnp.where(ok, scale / mean, jnp.nan)
     nan = lambda x: jnp.where(ok, x, jnp.nan)

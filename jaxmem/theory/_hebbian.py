@@ -61,7 +61,7 @@ def target_samples(key, d: int, p: int, n: int):
     return x, sigma_op
 
 
-def _check(d, p, problem):
+def check_point(d, p, problem):
     d, p = check_int("d", d, 2), check_int("p", p, 2)
     check_choice("problem", problem, ("op", "dp"))
     return d, p
@@ -76,7 +76,7 @@ def hebbian(d: int, p: int, problem: str = "op", *, key=None, samples: int = DEF
 
     **Returns:** a `Hebbian` (`accuracy`, `accuracy_se`, `p_all_stored`).
     """
-    d, p = _check(d, p, problem)
+    d, p = check_point(d, p, problem)
     x, sigma = target_samples(default_key(key), d, p, samples)
     if problem == "op":
         x = x / sigma

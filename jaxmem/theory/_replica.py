@@ -39,7 +39,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
 
 from .._validate import check_int, check_memory, check_positive, check_real_if_scalar, InvalidArgument
-from ._capacity import _top, dist2_given_competitors, project
+from ._capacity import dist2_given_competitors, order_stats_needed, project
 from ._common import default_key, Domain, f64, float64, MARGIN, normal, P, POSITIVE, uniform
 
 
@@ -491,7 +491,7 @@ class SaddleConfig(eqx.Module):
         """`(min_blocks, max_blocks, top, nodes, rtol, max_steps)` for the jitted solvers."""
         unit = GROUP * BLOCK
         blocks = lambda n: unit * -(-n // unit) // BLOCK
-        top = _top(p, self.top)
+        top = order_stats_needed(p, self.top)
         return blocks(self.min_samples), blocks(self.max_samples), top, self.nodes, self.rtol, self.max_steps
 
 
@@ -671,4 +671,4 @@ def sample_capacity(p, *, key=None, samples: int = DEFAULT_BLOCKS * BLOCK, top: 
     **Returns:** the capacity in the load `alpha = p ln p / d^2` (float64)."""
     check_real_if_scalar("p", p, low=2.0)
     blocks = -(-check_int("samples", samples, 2) // BLOCK)
-    return _sample_capacity(default_key(key), f64(p), blocks, _top(p, top))[0]
+    return _sample_capacity(default_key(key), f64(p), blocks, order_stats_needed(p, top))[0]

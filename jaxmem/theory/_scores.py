@@ -15,7 +15,7 @@ import numpy as np
 
 from ._capacity import DEFAULT_TOP, project, top_order_stats
 from ._common import default_key, float64, normal, P
-from ._hebbian import _check, target_samples
+from ._hebbian import check_point, target_samples
 
 
 class ScoreLaw(eqx.Module):
@@ -58,7 +58,7 @@ def hebbian_scores(d: int, p: int, problem: str = "op", *, key=None, samples: in
 
     **Returns:** a `ScoreLaw` of normalised target and best-competitor scores.
     """
-    d, p = _check(d, p, problem)
+    d, p = check_point(d, p, problem)
     k1, k2 = jax.random.split(default_key(key))
     x, sigma = target_samples(k1, d, p, samples)
     best = top_order_stats(k2, p - 1, 1, (samples,))[:, 0]

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
 
 from .._validate import check_int, check_real_if_scalar
-from ._capacity import _top, project, top_order_stats
+from ._capacity import order_stats_needed, project, top_order_stats
 from ._common import default_key, Domain, f64, float64, KAPPA, normal, P
 from ._spectra import F
 
@@ -78,7 +78,7 @@ def transition(d, p, kappa=1.0, *, key=None, samples: int = DEFAULT_BLOCKS * BLO
     check_real_if_scalar("p", p, low=2.0)
     check_real_if_scalar("kappa", kappa, low=0.0, high=1.0, low_open=True)
     blocks = -(-check_int("samples", samples, 2) // BLOCK)
-    mu, mu_se, v, v_se = _dist2_moments(default_key(key), f64(p), blocks, _top(p, top))
+    mu, mu_se, v, v_se = _dist2_moments(default_key(key), f64(p), blocks, order_stats_needed(p, top))
     D = f64(d) ** 2 * F(f64(kappa))
     P = _prob(D, f64(p), mu, v)
     # delta method over the two sampled statistics (treated as independent)

@@ -45,19 +45,15 @@ from jaxtyping import Array, Bool, Float, Int
 from .._validate import check_int
 from ._constraints import HIGHEST, StreamedConstraints
 from ._decide import (
-    _bound,
-    _LBFGS,
-    _lbfgs_init,
-    _lbfgs_step,
-    _Linear,
-    _RUNNING,
-    _to64,
     DecideConfig,
     Decision,
+    RUNNING,
     STORABLE,
+    to64,
     UNDECIDED,
     UNSTORABLE,
 )
+from ._lbfgs import LBFGS, lbfgs_init, lbfgs_step, Linear, margin_bound
 from ._runner import AbstractEnsembleSolver, run_ensemble
 
 
@@ -75,7 +71,7 @@ class _WSInstance(eqx.Module):
 
 
 class _WSState(eqx.Module):
-    opt: _LBFGS  # L-BFGS on L_J; `M` holds the (P, k) margins of the working set
+    opt: LBFGS  # L-BFGS on L_J; `M` holds the (P, k) margins of the working set
     J: Int[Array, "P k"]  # the working set: competitors of each input
     C: Float[Array, "P k d"]  # their candidates c^(mu)_J
     valid: Bool[Array, "P k"]  # real constraints of J (rows and columns < p, not the target)
@@ -85,7 +81,7 @@ class _WSState(eqx.Module):
     a: Float[Array, ""]
 
 
-def _ws_op(cons: StreamedConstraints, C, valid) -> _Linear:
+def working_set_operator(cons: StreamedConstraints, C, valid) -> Linear:
     """Margins of the working set and their adjoint: `M[mu, j] = v_mu . (u_mu - c^(mu)_{J[mu, j]})`,
     `v = E W^T`; `adjoint(R) = sum R[mu, j] A_{mu J[mu, j]} = X^T E`,
     `X[mu] = (sum_j R[mu, j]) u_mu - sum_j R[mu, j] c^(mu)_{J[mu, j]}`."""
@@ -100,7 +96,7 @@ def _ws_op(cons: StreamedConstraints, C, valid) -> _Linear:
         X = R.sum(axis=1)[:, None] * U - jnp.einsum("pk,pkd->pd", R, C, precision=HIGHEST)
         return jnp.matmul(X.T, E, precision=HIGHEST)
 
-    return _Linear(apply, adjoint)
+    return Linear(apply, adjoint)
 
 
 def outer_pass(cons: StreamedConstraints, W, k: int):
@@ -195,11 +191,11 @@ class WorkingSetDecider(AbstractEnsembleSolver):
     config: DecideConfig
     k: int = eqx.field(static=True)
 
-    def _swap(self, cons, opt: _LBFGS, J):
+    def swap(self, cons, opt: LBFGS, J):
         """The state of `opt` on the working set `J` (margins, gradient and residual sum re-taken;
         the L-BFGS pairs kept)."""
         C, valid = _gather(cons, J)
-        op = _ws_op(cons, C, valid)
+        op = working_set_operator(cons, C, valid)
         M = jnp.where(valid, op.apply(opt.X), 2.0)
         res = jnp.where(valid, jnp.maximum(1.0 - M, 0.0), 0.0)
         g = -2.0 * op.adjoint(res)
@@ -215,32 +211,32 @@ class WorkingSetDecider(AbstractEnsembleSolver):
         hebb = jnp.matmul((cons.task.targets * real).T, cons.task.inputs, precision=HIGHEST)
         mmin, J, _, _ = outer_pass(cons, jnp.where(cold, hebb, W0), self.k)
         C, valid = _gather(cons, J)
-        opt = _lbfgs_init(_ws_op(cons, C, valid), W0, valid, self.config.memory)
+        opt = lbfgs_init(working_set_operator(cons, C, valid), W0, valid, self.config.memory)
         zero = jnp.array(0, jnp.int32)
-        status = jnp.where(~cold & (mmin > 0), STORABLE, _RUNNING).astype(jnp.int32)
+        status = jnp.where(~cold & (mmin > 0), STORABLE, RUNNING).astype(jnp.int32)
         return _WSState(opt, J, C, valid, status, zero, zero, cons.rms_norm())
 
     def step(self, inst: _WSInstance, st: _WSState) -> _WSState:
         cfg = self.config
         cons = inst.cons
-        op = _ws_op(cons, st.C, st.valid)
+        op = working_set_operator(cons, st.C, st.valid)
 
         def cond(c):
             opt, i = c
             return (
                 (i < cfg.outer_every)
                 & ~opt.stored
-                & (_bound(opt.rsum, opt.g, st.a) >= cfg.tol / 2)
+                & (margin_bound(opt.rsum, opt.g, st.a) >= cfg.tol / 2)
                 & (st.total + i < cfg.max_iter)
             )
 
-        opt, i = lax.while_loop(cond, lambda c: (_lbfgs_step(op, c[0]), c[1] + 1), (st.opt, jnp.array(0)))
+        opt, i = lax.while_loop(cond, lambda c: (lbfgs_step(op, c[0]), c[1] + 1), (st.opt, jnp.array(0)))
         # a step charges at least one iteration, so the budget ends every decision
         total = st.total + jnp.maximum(i, 1).astype(jnp.int32)
-        unstorable = _bound(opt.rsum, opt.g, st.a) < cfg.tol / 2
+        unstorable = margin_bound(opt.rsum, opt.g, st.a) < cfg.tol / 2
         mmin, J_pass, vals, act = outer_pass(cons, opt.X, self.k)
         J = _merge(st.J, opt.M, st.valid, J_pass, vals)
-        new, C, valid = self._swap(cons, opt, J)
+        new, C, valid = self.swap(cons, opt, J)
         # an unstorable certificate lives on the working set that gave it: keep that one
         keep = lambda a, b: jnp.where(unstorable, a, b)
         opt = jax.tree.map(keep, opt, new)
@@ -252,7 +248,7 @@ class WorkingSetDecider(AbstractEnsembleSolver):
             jnp.where(
                 mmin > 0,
                 STORABLE,
-                jnp.where(total >= cfg.max_iter, UNDECIDED, jnp.where(grow, _GROW, _RUNNING)),
+                jnp.where(total >= cfg.max_iter, UNDECIDED, jnp.where(grow, _GROW, RUNNING)),
             ),
         )
         return _WSState(
@@ -267,7 +263,7 @@ class WorkingSetDecider(AbstractEnsembleSolver):
         )
 
     def done(self, st: _WSState) -> Bool[Array, ""]:
-        return st.status != _RUNNING
+        return st.status != RUNNING
 
     def weight(self, st: _WSState):
         return st.opt.X
@@ -288,9 +284,9 @@ def _certify64(cons: StreamedConstraints, C, valid, W):
     working set's multipliers `(1 - M_J)_+` extended by zeros."""
     mmin = outer_pass(cons, W, 1)[0]
     a = cons.rms_norm()
-    M = _ws_op(cons, C, valid).apply(W)
+    M = working_set_operator(cons, C, valid).apply(W)
     r = jnp.where(valid, jnp.maximum(1.0 - M, 0.0), 0.0)
-    G = _ws_op(cons, C, valid).adjoint(r)
+    G = working_set_operator(cons, C, valid).adjoint(r)
     rsum = jnp.sum(r)
     bound = jnp.where(rsum > 0, jnp.linalg.norm(G) / (a * jnp.where(rsum > 0, rsum, 1.0)), jnp.inf)
     wn = jnp.linalg.norm(W)
@@ -303,7 +299,7 @@ def verify_working_set(inst: _WSInstance, st: _WSState, tol: float):
     working set's multipliers bound `gamma*` below `tol`."""
     with jax.enable_x64(True):
         f = jax.vmap(_certify64)
-        margin, bound = f(jax.tree.map(_to64, inst.cons), _to64(st.C), st.valid, _to64(st.opt.X))
+        margin, bound = f(jax.tree.map(to64, inst.cons), to64(st.C), st.valid, to64(st.opt.X))
         margin, bound = np.asarray(margin).copy(), np.asarray(bound).copy()
     status = np.where(margin > 0, STORABLE, np.where(bound < tol, UNSTORABLE, UNDECIDED))
     return status, margin, bound
@@ -337,7 +333,7 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
     if refuted.any() and inst.cons.inputs.dtype != jnp.float64:
         idx = np.flatnonzero(refuted)
         with jax.enable_x64(True):
-            sub = _WSInstance(jax.tree.map(lambda x: _to64(x[idx]), inst.cons), _to64(W[idx]))
+            sub = _WSInstance(jax.tree.map(lambda x: to64(x[idx]), inst.cons), to64(W[idx]))
             st64, _ = run_ensemble(solver, sub, chunk=1)
             s64 = np.asarray(st64.status)
             iterations[idx] += np.asarray(st64.total)

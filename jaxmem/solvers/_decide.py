@@ -27,7 +27,6 @@ found the instance is undecided.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -37,14 +36,25 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from .._validate import check_int, check_real, InvalidArgument
-from ._constraints import Constraints, HIGHEST, StreamedConstraints
+from ._constraints import Constraints, StreamedConstraints
+from ._lbfgs import (
+    hinge_summary,
+    LBFGS,
+    lbfgs_init,
+    lbfgs_step,
+    lbfgs_step_streamed,
+    Linear,
+    margin_bound,
+    residual,
+    streamed_init,
+)
 from ._runner import AbstractEnsembleSolver, run_ensemble
 
 
 STORABLE, UNSTORABLE, UNDECIDED = 0, 1, 2
 STATUS = ("storable", "unstorable", "undecided")
 DECIDERS = ("dense", "working-set", "auto")
-_RUNNING = -1
+RUNNING = -1
 # The largest `DecideConfig.tol`. Measured (`jaxmem capacity --d 12 20 --problem op dp --seeds
 # 16 --tol T`): the median thresholds equal those of the default 1e-5 up to T = 1e-3, while 1e-2
 # already lowers the DP's at d = 20; margins at the threshold shrink with `d`, so the default is
@@ -135,223 +145,23 @@ class Decision(eqx.Module):
         )
 
 
-# ---------------------------------------------------------------- L-BFGS on a linear map
-
-
-class _Linear(eqx.Module):
-    """A linear map `X -> margins` and its adjoint, for the variable being optimised."""
-
-    apply: Callable
-    adjoint: Callable
-
-
-class _LBFGS(eqx.Module):
-    X: Array
-    M: Array  # margins of X (a placeholder scalar when streamed: never formed)
-    g: Array  # gradient of the squared hinge at X
-    rsum: Array  # sum of the residuals (1 - M)_+ at X
-    stored: Bool[Array, ""]  # every margin at X is positive
-    S: Array  # the last `memory` steps s, in a circular buffer (slot k % memory is the next)
-    Y: Array  # their gradient changes y
-    SY: Array  # SY[i, j] = s_i . y_j over the slots
-    YY: Array  # YY[i, j] = y_i . y_j
-    k: Int[Array, ""]  # pairs stored since the last restart
-
-
-def _residual(M, mask):
-    return jnp.where(mask, jnp.maximum(1.0 - M, 0.0), 0.0)
-
-
-def _summary(M, mask):
-    return jnp.sum(_residual(M, mask)), jnp.min(jnp.where(mask, M, jnp.inf))
-
-
-def _lbfgs_init(op: _Linear, X, mask, memory: int) -> _LBFGS:
-    # masked entries hold the margin 2 (never a residual, never negative) and their direction
-    # margins are 0, so the steps need no mask
-    M = jnp.where(mask, op.apply(X), 2.0)
-    g = -2.0 * op.adjoint(_residual(M, mask))
-    rsum, mmin = _summary(M, mask)
-    return _fresh(X, M, g, rsum, mmin > 0, memory)
-
-
-def _fresh(X, M, g, rsum, stored, memory: int) -> _LBFGS:
-    z = jnp.zeros((memory,) + X.shape, X.dtype)
-    zm = jnp.zeros((memory, memory), X.dtype)
-    return _LBFGS(X, M, g, rsum, stored, z, z, zm, zm, jnp.array(0, jnp.int32))
-
-
-def _streamed_init(cons: StreamedConstraints, X, memory: int) -> _LBFGS:
-    g, rsum, mmin = cons.hinge(X)
-    return _fresh(X, jnp.zeros((), X.dtype), g, rsum, mmin > 0, memory)
-
-
-def _direction(st: _LBFGS):
-    """`-H g`, the L-BFGS direction, in the compact form of Byrd, Nocedal and Schnabel (1994):
-
-        H g = gamma g + S p1 - gamma Y u,   u = R^-1 S^T g,   p1 = R^-T ((D + gamma Y^T Y) u - gamma Y^T g),
-
-    with `R` the upper triangle of `S^T Y` and `D` its diagonal, in chronological order, and
-    `gamma = s^T y / y^T y` of the newest pair. Six matrix-vector products and two `m x m`
-    triangular solves, where the two-loop recursion takes `2m` dependent steps. The pairs live
-    in a circular buffer (slot `k % m` is the next), so only the small matrices are permuted."""
-    m = st.SY.shape[0]
-    order = (st.k + jnp.arange(m)) % m  # chronological position -> slot
-    valid = jnp.arange(m) >= m - jnp.minimum(st.k, m)
-    both = valid[:, None] & valid[None, :]
-    S, Y = st.S.reshape(m, -1), st.Y.reshape(m, -1)
-    g = st.g.ravel()
-    SY = jnp.where(both, st.SY[order][:, order], 0.0)
-    YY = jnp.where(both, st.YY[order][:, order], 0.0)
-    a = jnp.where(valid, jnp.matmul(S, g, precision=HIGHEST)[order], 0.0)
-    b = jnp.where(valid, jnp.matmul(Y, g, precision=HIGHEST)[order], 0.0)
-    tiny = jnp.finfo(g.dtype).tiny
-    gnorm = jnp.sqrt(jnp.vdot(g, g))
-    newest = SY[-1, -1] / jnp.where(st.k > 0, YY[-1, -1], 1.0)
-    gamma = jnp.where(st.k > 0, newest, 1.0 / jnp.maximum(gnorm, tiny))
-    R = jnp.triu(SY) + jnp.diag(jnp.where(valid, 0.0, 1.0))
-    u = jax.scipy.linalg.solve_triangular(R, a, lower=False)
-    w = jnp.diagonal(SY) * u + gamma * (jnp.matmul(YY, u, precision=HIGHEST) - b)
-    p1 = jax.scipy.linalg.solve_triangular(R, w, trans="T", lower=False)
-    slot = lambda v: jnp.zeros_like(v).at[order].set(v)
-    Hg = gamma * g + jnp.matmul(slot(p1), S, precision=HIGHEST)
-    Hg = Hg - gamma * jnp.matmul(slot(u), Y, precision=HIGHEST)
-    D = -Hg.reshape(st.g.shape)
-    return jnp.where(jnp.vdot(D, st.g) < 0, D, -st.g / jnp.maximum(gnorm, tiny))
-
-
-def _line_search(M, dM, slope0, iters: int = 12, rtol: float = 1e-2):
-    """`argmin_{t >= 0} phi(t) = sum (1 - M - t dM)_+^2` (masked entries hold `M = 2, dM = 0`).
-
-    `phi'` is piecewise linear and non-decreasing, so Newton from `t = 1` (where L-BFGS steps
-    usually land) is exact once it stays on one linear piece; a bracket `[lo, hi]` of the root,
-    updated at every evaluation, keeps it safe (bisection, or growth by 4 while no upper end is
-    known). It stops when `|phi'(t)| <= rtol |phi'(0)|` (`slope0` is `phi'(0)`, from the gradient),
-    or after `iters` evaluations: an inexact minimum, which L-BFGS tolerates and the certificates
-    never rely on. Each evaluation is one fused pass over the margins, its sums in one reduction;
-    the last also says whether every margin at the step is positive (`r >= 1` where `M + t dM <= 0`).
-
-    **Returns:** `(t, stored)`.
-    """
-    tiny = jnp.finfo(M.dtype).tiny
-
-    def slopes(t):
-        r = 1.0 - M - t * dM
-        a = jnp.where(r > 0, dM, 0.0)
-        z = jnp.zeros((), M.dtype)
-        # one variadic reduction: on the CPU three times faster than three sums
-        g, h, bad = lax.reduce(
-            (a * r, a * dM, (r >= 1.0).astype(M.dtype)),
-            (z, z, z),
-            lambda x, y: (x[0] + y[0], x[1] + y[1], jnp.maximum(x[2], y[2])),
-            tuple(range(M.ndim)),
-        )
-        return -2.0 * g, 2.0 * h, bad == 0
-
-    def cond(c):
-        lo, hi, t, g, h, stored, k = c
-        return (k < iters) & (jnp.abs(g) > rtol * jnp.abs(slope0)) & (hi - lo > rtol * t)
-
-    def body(c):
-        lo, hi, t, g, h, stored, k = c
-        tn = t - g / jnp.maximum(h, tiny)
-        fallback = jnp.where(jnp.isfinite(hi), 0.5 * (lo + hi), 4.0 * jnp.maximum(t, lo))
-        tn = jnp.where((tn > lo) & (tn < hi), tn, fallback)
-        gn, hn, stored = slopes(tn)
-        return jnp.where(gn < 0, tn, lo), jnp.where(gn >= 0, tn, hi), tn, gn, hn, stored, k + 1
-
-    one = jnp.ones((), M.dtype)
-    g1, h1, s1 = slopes(one)
-    inf = jnp.asarray(jnp.inf, M.dtype)
-    init = (jnp.where(g1 < 0, one, 0 * one), jnp.where(g1 >= 0, one, inf), one, g1, h1, s1, jnp.array(1))
-    lo, hi, t, g, h, stored, k = lax.while_loop(cond, body, init)
-    return t, stored
-
-
-def _line_search_streamed(cons: StreamedConstraints, X, D, newton: int = 2):
-    """`_line_search` without the margins: one pass for `phi'` and `phi''` at the steps
-    `4^-8 .. 4^8` (bracketing the root of the non-decreasing `phi'`), then `newton` safeguarded
-    Newton passes inside the bracket."""
-    ts = 4.0 ** jnp.arange(-8, 9).astype(X.dtype)
-    g, h = cons.line_slopes(X, D, ts)
-    pos = g >= 0
-    k = jnp.argmax(pos)
-    none = ~jnp.any(pos)
-    lo = jnp.where(k > 0, ts[jnp.maximum(k - 1, 0)], 0.0)
-    hi = jnp.where(none, ts[-1], ts[k])
-    tiny = jnp.finfo(X.dtype).tiny
-
-    def step(lo, hi, t, g, h):
-        tn = t - g / jnp.maximum(h, tiny)
-        return jnp.where((tn > lo) & (tn < hi), tn, 0.5 * (lo + hi))
-
-    t = step(lo, hi, hi, g[k], h[k])
-    for _ in range(newton):
-        g1, h1 = cons.line_slopes(X, D, t[None])
-        lo, hi = jnp.where(g1[0] < 0, t, lo), jnp.where(g1[0] >= 0, t, hi)
-        t = step(lo, hi, t, g1[0], h1[0])
-    return jnp.where(none, ts[-1], t)
-
-
-def _lbfgs_step_streamed(cons: StreamedConstraints, st: _LBFGS) -> _LBFGS:
-    D = _direction(st)
-    t = _line_search_streamed(cons, st.X, D)
-    X = st.X + t * D
-    g, rsum, mmin = cons.hinge(X)
-    return _lbfgs_update(st, X, st.M, g, rsum, mmin > 0, t)
-
-
-def _lbfgs_step(op: _Linear, st: _LBFGS) -> _LBFGS:
-    D = _direction(st)
-    dM = op.apply(D)
-    t, stored = _line_search(st.M, dM, jnp.vdot(st.g, D))
-    X = st.X + t * D
-    M = st.M + t * dM
-    res = jnp.maximum(1.0 - M, 0.0)
-    g = -2.0 * op.adjoint(res)
-    return _lbfgs_update(st, X, M, g, jnp.sum(res), stored, t)
-
-
-def _lbfgs_update(st: _LBFGS, X, M, g, rsum, stored, t) -> _LBFGS:
-    s, y = X - st.X, g - st.g
-    sy = jnp.vdot(s, y)
-    ok = sy > 1e-12 * jnp.sqrt(jnp.vdot(s, s) * jnp.vdot(y, y))
-    m = st.SY.shape[0]
-    j = st.k % m
-    S = st.S.at[j].set(jnp.where(ok, s, st.S[j]))
-    Y = st.Y.at[j].set(jnp.where(ok, y, st.Y[j]))
-    Sf, Yf = S.reshape(m, -1), Y.reshape(m, -1)
-    sy_col = jnp.matmul(Sf, y.ravel(), precision=HIGHEST)  # s_i . y_new
-    ys_row = jnp.matmul(Yf, s.ravel(), precision=HIGHEST)  # s_new . y_i
-    yy = jnp.matmul(Yf, y.ravel(), precision=HIGHEST)
-    SY = jnp.where(ok, st.SY.at[:, j].set(sy_col).at[j, :].set(ys_row), st.SY)
-    YY = jnp.where(ok, st.YY.at[:, j].set(yy).at[j, :].set(yy), st.YY)
-    k = jnp.where(ok, st.k + 1, jnp.where(t > 0, st.k, 0))  # no progress: restart the memory
-    return _LBFGS(X, M, g, rsum, stored, S, Y, SY, YY, k)
-
-
-def _bound(rsum, g, a):
-    """The multiplier bound `|grad L| / (2 a sum r)` on the best normalised margin."""
-    return jnp.where(rsum > 0, jnp.sqrt(jnp.vdot(g, g)) / (2 * a * jnp.where(rsum > 0, rsum, 1.0)), jnp.inf)
-
-
 def _certificates(mmin, rsum, g, W, a):
-    """Normalised min margin of `W` and the multiplier bound `_bound`."""
+    """Normalised min margin of `W` and the multiplier bound `margin_bound`."""
     wn = jnp.sqrt(jnp.vdot(W, W))
-    return mmin / (jnp.maximum(wn, jnp.finfo(W.dtype).tiny) * a), _bound(rsum, g, a)
+    return mmin / (jnp.maximum(wn, jnp.finfo(W.dtype).tiny) * a), margin_bound(rsum, g, a)
 
 
 # ---------------------------------------------------------------- the solver
 
 
-class _Instance(eqx.Module):
+class DecisionInstance(eqx.Module):
     cons: Constraints
     W0: Float[Array, "d d"]
     rank: Int[Array, ""]  # m (d: full rank)
 
 
 class _State(eqx.Module):
-    opt: _LBFGS
+    opt: LBFGS
     Q: Array  # rank phase factors (unused at full rank)
     R: Array
     phase: Int[Array, ""]  # 0 full rank, 1 rank-m in Q, 2 rank-m in R
@@ -361,16 +171,16 @@ class _State(eqx.Module):
     a: Float[Array, ""]
 
 
-def _full_op(cons: Constraints) -> _Linear:
-    return _Linear(cons.margins, cons.adjoint)
+def _full_op(cons: Constraints) -> Linear:
+    return Linear(cons.margins, cons.adjoint)
 
 
-def _q_op(cons: Constraints, R) -> _Linear:
-    return _Linear(lambda Q: cons.margins(Q @ R.T), lambda Res: cons.adjoint(Res) @ R)
+def _q_op(cons: Constraints, R) -> Linear:
+    return Linear(lambda Q: cons.margins(Q @ R.T), lambda Res: cons.adjoint(Res) @ R)
 
 
-def _r_op(cons: Constraints, Q) -> _Linear:
-    return _Linear(lambda R: cons.margins(Q @ R.T), lambda Res: cons.adjoint(Res).T @ Q)
+def _r_op(cons: Constraints, Q) -> Linear:
+    return Linear(lambda R: cons.margins(Q @ R.T), lambda Res: cons.adjoint(Res).T @ Q)
 
 
 def _truncate(W, m_mask):
@@ -385,21 +195,21 @@ class Decider(AbstractEnsembleSolver):
     config: DecideConfig
     factored: bool = eqx.field(static=True)
 
-    def init(self, inst: _Instance) -> _State:
+    def init(self, inst: DecisionInstance) -> _State:
         cons = inst.cons
         if isinstance(cons, StreamedConstraints):
-            opt = _streamed_init(cons, inst.W0, self.config.memory)
+            opt = streamed_init(cons, inst.W0, self.config.memory)
         else:
-            opt = _lbfgs_init(_full_op(cons), inst.W0, cons.mask, self.config.memory)
+            opt = lbfgs_init(_full_op(cons), inst.W0, cons.mask, self.config.memory)
         d = inst.W0.shape[0]
         z = jnp.zeros((d, d), inst.W0.dtype)
         zero = jnp.array(0, jnp.int32)
-        st = _State(opt, z, z, zero, jnp.array(_RUNNING, jnp.int32), zero, zero, cons.rms_norm())
+        st = _State(opt, z, z, zero, jnp.array(RUNNING, jnp.int32), zero, zero, cons.rms_norm())
         return self._judge(inst, st)
 
-    def _judge(self, inst: _Instance, st: _State) -> _State:
+    def _judge(self, inst: DecisionInstance, st: _State) -> _State:
         cfg = self.config
-        bound = _bound(st.opt.rsum, st.opt.g, st.a)
+        bound = margin_bound(st.opt.rsum, st.opt.g, st.a)
         # a candidate: the float64 recheck of `decide_constraints` is the certificate
         found = st.opt.stored
         full_unstorable = (st.phase == 0) & (bound < cfg.tol / 2)
@@ -408,7 +218,7 @@ class Decider(AbstractEnsembleSolver):
             status = jnp.where(
                 found,
                 STORABLE,
-                jnp.where(full_unstorable, UNSTORABLE, jnp.where(out_of_budget, UNDECIDED, _RUNNING)),
+                jnp.where(full_unstorable, UNSTORABLE, jnp.where(out_of_budget, UNDECIDED, RUNNING)),
             )
             return eqx.tree_at(lambda s: s.status, st, status.astype(jnp.int32))
         stored_rank = found & (st.phase > 0)
@@ -421,7 +231,7 @@ class Decider(AbstractEnsembleSolver):
                 full_unstorable,
                 UNSTORABLE,
                 jnp.where(
-                    (st.phase == 0) & out_of_budget, UNDECIDED, jnp.where(last_round, UNDECIDED, _RUNNING)
+                    (st.phase == 0) & out_of_budget, UNDECIDED, jnp.where(last_round, UNDECIDED, RUNNING)
                 ),
             ),
         )
@@ -437,7 +247,7 @@ class Decider(AbstractEnsembleSolver):
         R = jnp.where(st.phase == 2, st.opt.X, st.R)
         return Q @ R.T
 
-    def _next_phase(self, inst: _Instance, st: _State) -> _State:
+    def _next_phase(self, inst: DecisionInstance, st: _State) -> _State:
         cons = inst.cons
         d = st.Q.shape[0]
         m_mask = (jnp.arange(d) < inst.rank).astype(st.Q.dtype)
@@ -447,33 +257,33 @@ class Decider(AbstractEnsembleSolver):
         phase = jnp.where(st.phase == 1, 2, 1)
         opt = lax.cond(
             phase == 1,
-            lambda: _lbfgs_init(_q_op(cons, R), Q, cons.mask, self.config.memory),
-            lambda: _lbfgs_init(_r_op(cons, Q), R, cons.mask, self.config.memory),
+            lambda: lbfgs_init(_q_op(cons, R), Q, cons.mask, self.config.memory),
+            lambda: lbfgs_init(_r_op(cons, Q), R, cons.mask, self.config.memory),
         )
         opt = eqx.tree_at(lambda o: o.X, opt, opt.X * jnp.where(phase == 1, m_mask, m_mask)[None, :])
         st = _State(opt, Q, R, phase.astype(jnp.int32), st.status, jnp.array(0, jnp.int32), st.total, st.a)
         return st
 
-    def step(self, inst: _Instance, st: _State) -> _State:
+    def step(self, inst: DecisionInstance, st: _State) -> _State:
         cons = inst.cons
         if self.factored:
             opt = lax.switch(
                 st.phase,
                 [
-                    lambda: _lbfgs_step(_full_op(cons), st.opt),
-                    lambda: _lbfgs_step(_q_op(cons, st.R), st.opt),
-                    lambda: _lbfgs_step(_r_op(cons, st.Q), st.opt),
+                    lambda: lbfgs_step(_full_op(cons), st.opt),
+                    lambda: lbfgs_step(_q_op(cons, st.R), st.opt),
+                    lambda: lbfgs_step(_r_op(cons, st.Q), st.opt),
                 ],
             )
         elif isinstance(cons, StreamedConstraints):
-            opt = _lbfgs_step_streamed(cons, st.opt)
+            opt = lbfgs_step_streamed(cons, st.opt)
         else:
-            opt = _lbfgs_step(_full_op(cons), st.opt)
+            opt = lbfgs_step(_full_op(cons), st.opt)
         st = eqx.tree_at(lambda s: (s.opt, s.it, s.total), st, (opt, st.it + 1, st.total + 1))
         return self._judge(inst, st)
 
     def done(self, st: _State) -> Bool[Array, ""]:
-        return st.status != _RUNNING
+        return st.status != RUNNING
 
     def weight(self, st: _State):
         if not self.factored:
@@ -481,7 +291,7 @@ class Decider(AbstractEnsembleSolver):
         return jnp.where((st.phase == 0)[..., None, None], st.opt.X, jax.vmap(self._weight)(st))
 
 
-def _to64(x):
+def to64(x):
     x = jnp.asarray(x)
     return x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x
 
@@ -492,14 +302,14 @@ def _verify64(cons: Constraints | StreamedConstraints, W):
         g, rsum, mmin = cons.hinge(W)
     else:
         M = cons.margins(W)
-        g = -2.0 * cons.adjoint(_residual(M, cons.mask))
-        rsum, mmin = _summary(M, cons.mask)
+        g = -2.0 * cons.adjoint(residual(M, cons.mask))
+        rsum, mmin = hinge_summary(M, cons.mask)
     return _certificates(mmin, rsum, g, W, cons.rms_norm())
 
 
 @jax.jit
 def _verify_batch(cons, W):
-    return jax.vmap(_verify64)(jax.tree.map(_to64, cons), _to64(W))
+    return jax.vmap(_verify64)(jax.tree.map(to64, cons), to64(W))
 
 
 @jax.jit
@@ -509,7 +319,7 @@ def _fraction64(cons: Constraints, W):
         real = jnp.arange(ok.shape[0]) < cons.p
         return jnp.sum(jnp.all(ok, axis=1) & real) / cons.p
 
-    return jax.vmap(one)(jax.tree.map(_to64, cons), _to64(W))
+    return jax.vmap(one)(jax.tree.map(to64, cons), to64(W))
 
 
 def stored_fraction(cons: Constraints, W) -> np.ndarray:
@@ -556,10 +366,10 @@ def decision_instances(cons, *, rank=None, W0=None, config: DecideConfig = Decid
             "(p too large, or DP candidates generated block by block)"
         )
     ranks = jnp.broadcast_to(jnp.asarray(d if rank is None else rank, jnp.int32), (n,))
-    return Decider(config, factored), _Instance(cons, W0, ranks)
+    return Decider(config, factored), DecisionInstance(cons, W0, ranks)
 
 
-def conclude(solver: Decider, inst: _Instance, st: _State) -> Decision:
+def conclude(solver: Decider, inst: DecisionInstance, st: _State) -> Decision:
     """Certify finished instances: recompute both certificates in float64 (`verify`), continue
     a float32 near-tie that fails its recheck in float64 from where it stopped, and for a
     rank-`m` memory keep only what its own product (storable) or the full-rank iterate
@@ -580,8 +390,10 @@ def conclude(solver: Decider, inst: _Instance, st: _State) -> Decision:
         # near-ties: a float32 certificate failed its float64 recheck; continue in float64 from it
         idx = np.flatnonzero(refuted)
         with jax.enable_x64(True):
-            sub = jax.tree.map(lambda x: _to64(x[idx]), cons)
-            st64, _ = run_ensemble(solver, _Instance(sub, _to64(W[idx]), ranks[idx]), chunk=config.chunk)
+            sub = jax.tree.map(lambda x: to64(x[idx]), cons)
+            st64, _ = run_ensemble(
+                solver, DecisionInstance(sub, to64(W[idx]), ranks[idx]), chunk=config.chunk
+            )
             W64 = np.asarray(solver.weight(st64))
             s64 = np.asarray(st64.status)
             iterations[idx] += np.asarray(st64.total)

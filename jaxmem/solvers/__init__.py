@@ -1,0 +1,23 @@
+"""Ensemble solvers: the abstract interface and its compacting runner, the constraints of a
+storability decision, the one L-BFGS under both deciders, the dense and working-set deciders
+with their float64 certificates, and the max-margin solver. The step-level pieces are public
+for the benchmarks that time them."""
+
+from ._constraints import batch_constraints, Constraints, constraints, StreamedConstraints
+from ._decide import (
+    decide_constraints,
+    DecideConfig,
+    Decider,
+    DECIDERS,
+    Decision,
+    decision_instances,
+    MAX_TOL,
+    STATUS,
+    stored_fraction,
+    verify,
+)
+from ._dispatch import choose_decider, decide, decider_parts, DeciderParts
+from ._lbfgs import LBFGS, lbfgs_direction, lbfgs_init, lbfgs_step, line_search, Linear
+from ._margin import LAMBDAS, max_margin
+from ._runner import AbstractEnsembleSolver, bucket, init_states, run_ensemble
+from ._working_set import outer_pass, working_set_instances, working_set_operator, WorkingSetDecider

@@ -1,0 +1,138 @@
+"""The package's shape: the import graph of `jaxmem/` (function-level imports included) has no
+cycle, every layer imports only layers below it, no module imports another's private names,
+and scripts and benchmarks use the public API only."""
+
+import ast
+import os
+import pathlib
+import tomllib
+
+import jaxmem
+
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PKG = ROOT / "jaxmem"
+
+# the layers, bottom first: a module may import its own layer's modules and those below
+LAYERS = [
+    {"_validate", "_files", "_provenance", "_precision", "_parallel"},
+    {"theory"},
+    {"_tasks", "_models", "_loss", "_metrics", "solvers"},
+    {"_train", "_threshold", "_experiment", "_footprint"},
+    {"study"},
+    {"cli"},
+]
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    out = {}
+    for f in PKG.rglob("*.py"):
+        parts = list(f.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = f
+    return out
+
+
+def _imports(name: str, path: pathlib.Path, modules) -> list[tuple[str, str]]:
+    """`(module, imported name)` for every import of jaxmem in the file, at any depth."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names if a.name.split(".")[0] == "jaxmem"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod.split(".")[0] != "jaxmem":
+                continue
+            for a in node.names:
+                sub = f"{mod}.{a.name}"
+                out.append((sub, "") if sub in modules else (mod, a.name))
+    return out
+
+
+def _graph():
+    modules = _modules()
+    return modules, {
+        m: {t for t, _ in _imports(m, f, modules) if t in modules and t != m} for m, f in modules.items()
+    }
+
+
+def _cycle(graph) -> list[str] | None:
+    state, stack = {}, []
+
+    def visit(v):
+        state[v] = 1
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if state.get(w) == 1:
+                return stack[stack.index(w) :] + [w]
+            if w not in state and (found := visit(w)):
+                return found
+        stack.pop()
+        state[v] = 2
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (found := visit(v)):
+            return found
+    return None
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return None  # the package's __init__: the public surface, above everything
+    return next(i for i, names in enumerate(LAYERS) if parts[1] in names)
+
+
+def test_the_import_graph_has_no_cycle():
+    _, graph = _graph()
+    # `import jaxmem.x` inside jaxmem runs the package's __init__ first, which imports most
+    # modules: an edge to the package itself would close a circle
+    assert not any("jaxmem" in targets for m, targets in graph.items() if m != "jaxmem"), {
+        m: t for m, t in graph.items() if "jaxmem" in t
+    }
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_every_module_belongs_to_a_layer_and_imports_only_downward():
+    _, graph = _graph()
+    wrong = []
+    for m, targets in graph.items():
+        lm = _layer(m)
+        for t in targets:
+            lt = _layer(t)
+            if lm is not None and (lt is None or lt > lm):
+                wrong.append(f"{m} -> {t}")
+    assert not wrong, wrong
+
+
+def test_no_module_imports_another_modules_private_names():
+    modules = _modules()
+    wrong = [
+        f"{m}: {mod}.{name}"
+        for m, f in modules.items()
+        for mod, name in _imports(m, f, modules)
+        if name.startswith("_") and not name.startswith("__")
+    ]
+    assert not wrong, wrong
+
+
+def test_scripts_and_benchmarks_use_the_public_api():
+    wrong = []
+    for folder in ("scripts", "benchmarks"):
+        for f in (ROOT / folder).glob("*.py"):
+            for mod, name in _imports(f.stem, f, {}):
+                if any(p.startswith("_") for p in mod.split(".")) or name.startswith("_"):
+                    wrong.append(f"{folder}/{f.name}: {mod} {name}")
+    assert not wrong, wrong
+
+
+def test_the_version_is_the_one_pyproject_declares():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        assert jaxmem.__version__ == tomllib.load(f)["project"]["version"]
