@@ -340,3 +340,52 @@ def test_peer_protocol_pieces_unit_embedding_and_accuracy_criterion():
 
 def part_config():
     return jm.TrainConfig(accuracy=0.9)
+
+
+@pytest.mark.parametrize("decider", ["dense", "working-set"])
+def test_a_refuted_float32_certificate_is_continued_in_float64(monkeypatch, decider):
+    """When the float64 recheck refutes a float32 certificate (a near-tie; forced here by
+    refuting the first recheck of instance 0), the decision continues in float64 from its `W`:
+    the float64 run's certificate stands, its iterations add up, and its memory is returned."""
+    from jaxmem.solvers import _decide, _working_set
+
+    tasks = jm.make_tasks(jax.random.key(3), n=3, d=8, p=24, problem="op")
+    cfg = DecideConfig(decider=decider, working_set=8)
+    honest = decide(tasks, p=np.array([10, 16, 24]), config=cfg)
+    module, name = (_decide, "verify") if decider == "dense" else (_working_set, "verify_working_set")
+    real, calls = getattr(module, name), []
+
+    def refute_once(*a, **k):
+        status, margin, bound = real(*a, **k)
+        calls.append(status.size)
+        if len(calls) == 1:
+            status = status.copy()
+            status[0] = 1 - status[0]  # storable <-> unstorable
+        return status, margin, bound
+
+    monkeypatch.setattr(module, name, refute_once)
+    dec = decide(tasks, p=np.array([10, 16, 24]), config=cfg)
+    assert calls[:2] == [3, 1], "the batch is rechecked, then the refuted instance alone in float64"
+    np.testing.assert_array_equal(dec.status, honest.status)
+    assert dec.iterations[0] >= honest.iterations[0] and (dec.iterations[1:] == honest.iterations[1:]).all()
+    assert dec.weight.dtype == np.float64
+
+
+def test_continue_in_float64_keeps_a_certificate_only_when_its_recheck_agrees():
+    from jaxmem.solvers._decide import continue_in_float64, STORABLE, UNDECIDED, UNSTORABLE
+
+    status = np.array([STORABLE, UNSTORABLE, STORABLE])
+    margin, bound, iterations = np.zeros(3), np.ones(3), np.array([5, 5, 5])
+    W = np.zeros((3, 2, 2), np.float32)
+    refuted = np.array([True, False, True])
+
+    def rerun(idx):
+        np.testing.assert_array_equal(idx, [0, 2])
+        s64 = np.array([STORABLE, UNSTORABLE])  # the float64 runs' own verdicts
+        checked = (np.array([STORABLE, STORABLE]), np.array([0.3, 0.4]), np.array([0.5, 0.6]))
+        return s64, np.array([7, 9]), np.ones((2, 2, 2)), checked
+
+    out, W = continue_in_float64(refuted, status, margin, bound, iterations, W, rerun)
+    assert out.tolist() == [STORABLE, UNSTORABLE, UNDECIDED]
+    assert iterations.tolist() == [12, 5, 14] and margin.tolist() == [0.3, 0.0, 0.4]
+    assert W.dtype == np.float64 and W[0].sum() == 4 and W[1].sum() == 0

@@ -387,21 +387,16 @@ def conclude(solver: Decider, inst: DecisionInstance, st: _State) -> Decision:
     solver_status = np.asarray(st.status)
     refuted = ((solver_status == STORABLE) | (solver_status == UNSTORABLE)) & (status != solver_status)
     if refuted.any() and not factored and dtype != jnp.float64:
-        # near-ties: a float32 certificate failed its float64 recheck; continue in float64 from it
-        idx = np.flatnonzero(refuted)
-        with jax.enable_x64(True):
+
+        def rerun(idx):
             sub = jax.tree.map(lambda x: to64(x[idx]), cons)
             st64, _ = run_ensemble(
                 solver, DecisionInstance(sub, to64(W[idx]), ranks[idx]), chunk=config.chunk
             )
             W64 = np.asarray(solver.weight(st64))
-            s64 = np.asarray(st64.status)
-            iterations[idx] += np.asarray(st64.total)
-        st_, m_, b_ = verify(sub, W64, config.tol)
-        status[idx] = np.where(((s64 == STORABLE) | (s64 == UNSTORABLE)) & (st_ != s64), UNDECIDED, st_)
-        margin[idx], bound[idx] = m_, b_
-        W = W.astype(np.float64)
-        W[idx] = W64
+            return np.asarray(st64.status), np.asarray(st64.total), W64, verify(sub, W64, config.tol)
+
+        status, W = continue_in_float64(refuted, status, margin, bound, iterations, W, rerun)
     else:
         status = np.where(refuted, UNDECIDED, status)
     if factored:
@@ -419,14 +414,40 @@ def conclude(solver: Decider, inst: DecisionInstance, st: _State) -> Decision:
             unst = solver_status == UNSTORABLE
             status = np.where(unst, np.where(fs == UNSTORABLE, UNSTORABLE, UNDECIDED), status)
             bound = np.where(unst, fb, bound)
+    return decision(status, margin, bound, iterations, W, config.tol)
+
+
+def continue_in_float64(refuted, status, margin, bound, iterations, W, rerun):
+    """Near-ties: instances whose float32 certificate failed its float64 recheck (`refuted`)
+    continue in float64 from their `W`. `rerun(idx)`, called with x64 on, returns the float64
+    run's `(status, iterations, W, verify's (status, margin, bound))`; a certificate that fails
+    its recheck again leaves the instance undecided. `margin`, `bound` and `iterations` are
+    updated in place.
+
+    **Returns:** `(status, W)`, `W` in float64."""
+    idx = np.flatnonzero(refuted)
+    with jax.enable_x64(True):
+        s64, it64, W64, (st_, m_, b_) = rerun(idx)
+    iterations[idx] += it64
+    status = status.copy()
+    status[idx] = np.where(((s64 == STORABLE) | (s64 == UNSTORABLE)) & (st_ != s64), UNDECIDED, st_)
+    margin[idx], bound[idx] = m_, b_
+    W = W.astype(np.float64)
+    W[idx] = W64
+    return status, W
+
+
+def decision(status, margin, bound, iterations, W, tol: float) -> Decision:
+    """The `Decision` of a batch, its memories in float64 whether or not a near-tie was redone
+    in float64."""
     return Decision(
         status=status.astype(np.int32),
         storable=status == STORABLE,
         margin=margin,
         margin_bound=bound,
         iterations=iterations,
-        weight=np.asarray(W, np.float64),  # one dtype whether or not a near-tie was redone in float64
-        tol=float(config.tol),
+        weight=np.asarray(W, np.float64),
+        tol=float(tol),
     )
 
 

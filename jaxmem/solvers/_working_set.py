@@ -45,8 +45,10 @@ from jaxtyping import Array, Bool, Float, Int
 from .._validate import check_int
 from ._constraints import HIGHEST, StreamedConstraints
 from ._decide import (
+    continue_in_float64,
     DecideConfig,
     Decision,
+    decision,
     RUNNING,
     STORABLE,
     to64,
@@ -331,28 +333,17 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
         solver_status[grow] = dec.status
     refuted = ((solver_status == STORABLE) | (solver_status == UNSTORABLE)) & (status != solver_status)
     if refuted.any() and inst.cons.inputs.dtype != jnp.float64:
-        idx = np.flatnonzero(refuted)
-        with jax.enable_x64(True):
+
+        def rerun(idx):
             sub = _WSInstance(jax.tree.map(lambda x: to64(x[idx]), inst.cons), to64(W[idx]))
             st64, _ = run_ensemble(solver, sub, chunk=1)
-            s64 = np.asarray(st64.status)
-            iterations[idx] += np.asarray(st64.total)
-        st_, m_, b_ = verify_working_set(sub, st64, config.tol)
-        status[idx] = np.where(((s64 == STORABLE) | (s64 == UNSTORABLE)) & (st_ != s64), UNDECIDED, st_)
-        margin[idx], bound[idx] = m_, b_
-        W = W.astype(np.float64)
-        W[idx] = np.asarray(st64.opt.X)
+            checked = verify_working_set(sub, st64, config.tol)
+            return np.asarray(st64.status), np.asarray(st64.total), np.asarray(st64.opt.X), checked
+
+        status, W = continue_in_float64(refuted, status, margin, bound, iterations, W, rerun)
     else:
         status = np.where(refuted, UNDECIDED, status)
-    return Decision(
-        status=status.astype(np.int32),
-        storable=status == STORABLE,
-        margin=margin,
-        margin_bound=bound,
-        iterations=iterations,
-        weight=np.asarray(W, np.float64),  # one dtype whether or not a near-tie was redone in float64
-        tol=float(config.tol),
-    )
+    return decision(status, margin, bound, iterations, W, config.tol)
 
 
 @eqx.filter_jit
