@@ -406,8 +406,8 @@ def median_ci(n: int, level: float = 0.95) -> tuple[int, int]:
 
     **Arguments:** `n`: the number of seeds; `level`: the coverage.
 
-    **Returns:** `(j, k)`: the 0-based order statistics whose interval `[x_(j), x_(k)]` covers the
-    median with probability at least `level` for any continuous law.
+    **Returns:** `(j, k)`, 1-based, `k = n + 1 - j`; `(0, n + 1)` (an unbounded interval) when
+    `n` is too small for `level`.
     """
     from math import comb
 

@@ -1,7 +1,7 @@
 """The paper's study at accelerator sizes, on the same code path as `jaxmem demo`.
 
-    python scripts/reproduce_paper.py --out runs/paper            # GPU sizes (_study.PAPER)
-    python scripts/reproduce_paper.py --quick --out runs/quick    # CPU check (_study.QUICK)
+    python scripts/reproduce_paper.py --out runs/paper            # GPU sizes (jaxmem.study.PAPER)
+    python scripts/reproduce_paper.py --quick --out runs/quick    # CPU check (jaxmem.study.QUICK)
 
 Certified capacities of the OP and the DP up to d = 256 with 64+ seeds, Adam on the same
 nested tasks, the Hebbian rule, rank-constrained memories at seven kappa, the max-margin memories

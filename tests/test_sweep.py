@@ -104,3 +104,40 @@ def test_capacity_json_rows(tmp_path, capsys):
 
 def test_capacity_of_empty_folder_exits_2(tmp_path, capsys):
     assert main(["capacity", str(tmp_path)]) == 2
+
+
+def test_report_draws_a_sweep_folder(tmp_path, capsys):
+    """`jaxmem report` on a folder of fixed-p ensembles: the logistic estimate's table and the
+    sweep's figure, and nothing else written."""
+    out = str(tmp_path / "s")
+    args = [
+        "sweep",
+        "--d",
+        "8",
+        "--p",
+        "6",
+        "12",
+        "30",
+        "--seeds",
+        "4",
+        "--steps",
+        "300",
+        "--out",
+        out,
+        "--quiet",
+    ]
+    assert main(args) == 0
+    recs = sorted(json.dumps(r, sort_keys=True) for r in Store(out).records())
+    capsys.readouterr()
+    assert main(["report", out, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert [(r["d"], r["problem"], r["n_runs"]) for r in got["rows"]] == [(8, "op", 12)]
+    with open(os.path.join(out, "report.md")) as f:
+        text = f.read()
+    assert "# jaxmem sweep report" in text and "| 8 | OP | full |" in text
+    assert os.path.exists(os.path.join(out, "fig_sweep.png"))
+    assert sorted(json.dumps(r, sort_keys=True) for r in Store(out).records()) == recs
+    empty = str(tmp_path / "e")
+    os.makedirs(empty)
+    assert main(["report", empty]) == 2
+    assert "no threshold or sweep records" in capsys.readouterr().err

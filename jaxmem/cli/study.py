@@ -231,13 +231,13 @@ def _study_folder(path: str) -> str:
     from ..study import Store
 
     _existing_folder(path)
-    if not any(r.get("kind") == "threshold" for r in Store(path).records()):
-        raise ArgumentError(f"jaxmem: error: argument dir: no threshold records under {path!r}")
+    if not any(r.get("kind") in ("threshold", None) for r in Store(path).records()):
+        raise ArgumentError(f"jaxmem: error: argument dir: no threshold or sweep records under {path!r}")
     return path
 
 
 def _cmd_demo(a):
-    """The CPU study (`_study.DEMO`, or `QUICK`): every measurement into `--out`, then the report."""
+    """The CPU study (`jaxmem.study.DEMO`, or `QUICK`): every measurement into `--out`, then the report."""
     from ..study import check_jobs, default_jobs, DEMO, public, QUICK, run_study, Store, write_report
 
     t0 = time.perf_counter()

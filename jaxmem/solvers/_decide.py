@@ -190,7 +190,7 @@ def _truncate(W, m_mask):
 
 
 class Decider(AbstractEnsembleSolver):
-    """Squared-hinge L-BFGS with exact line search; see the module docstring."""
+    """Squared-hinge L-BFGS with a safeguarded Newton line search; see the module docstring."""
 
     config: DecideConfig
     factored: bool = eqx.field(static=True)

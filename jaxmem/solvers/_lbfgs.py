@@ -1,6 +1,7 @@
-"""L-BFGS on the squared hinge `L(X) = sum_i (1 - M_i(X))_+^2` of margins linear in `X`, with
-an exact-in-the-limit line search (docs/science.md 2.7): the one minimiser under the dense and
-working-set deciders. A `Linear` map gives the margins and their adjoint; the streamed steps
+"""L-BFGS on the squared hinge `L(X) = sum_i (1 - M_i(X))_+^2` of margins linear in `X`, with a
+safeguarded Newton line search that stops at 1% of the initial slope (an inexact minimum along
+the direction; docs/science.md 2.7): the one minimiser under the dense and working-set
+deciders. A `Linear` map gives the margins and their adjoint; the streamed steps
 take a `StreamedConstraints`, which never forms the margins."""
 
 from __future__ import annotations

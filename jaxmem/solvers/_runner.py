@@ -37,7 +37,8 @@ class AbstractEnsembleSolver(eqx.Module):
 
     @abc.abstractmethod
     def step(self, instance, state) -> Any:
-        """One iteration (called only while `done(state)` is false)."""
+        """One iteration. Under `vmap` it is evaluated on finished instances too, and the runner
+        keeps their state (`done` freezes it), so it must not fail on a finished state."""
 
     @abc.abstractmethod
     def done(self, state) -> Bool[Array, ""]:

@@ -8,7 +8,7 @@ competitors per input,
 
     L_J(W) = sum_mu sum_{rho in J_mu} (1 - <W, A_{mu rho}>)_+^2,
 
-by the dense decider's L-BFGS and exact line search, at `O(p d^2 + p k d)` per iteration instead
+by the dense decider's L-BFGS and line search (`_lbfgs`), at `O(p d^2 + p k d)` per iteration instead
 of `O(p^2 d)`. One solver step is up to `outer_every` such inner iterations followed by one
 **outer pass** over all `p (p - 1)` margins, tile by tile (`StreamedConstraints`; DP candidates
 regenerated from the key or read where materialised). The pass gives the least margin of the

@@ -420,6 +420,30 @@ def fig_peer(data: ReportData, out):
     return save_figure(fig, out, "fig7_peer"), []
 
 
+def fig_sweep(rows: list, out) -> str:
+    """A fixed-`p` sweep: the fraction of seeds that stored all, against the load, per
+    `(d, problem, model, kappa)`, each with its logistic estimate of `alpha_c` (its bootstrap 95%
+    CI shaded). `rows`: `estimate`'s rows."""
+    fig, ax = plt.subplots(figsize=(6.2, 4.3))
+    for j, r in enumerate(rows):
+        g = r["grid"]
+        label = f"d={r['d']} {r['problem'].upper()} {r['model']}" + (
+            f" kappa={r['kappa']:.2f}" if r["model"] == "factored" else ""
+        )
+        ax.plot(
+            [x["alpha"] for x in g], [x["fraction_all_stored"] for x in g], "o-", color=f"C{j}", label=label
+        )
+        if r["alpha_c"] is not None and math.isfinite(r["alpha_c"]):
+            ax.axvline(r["alpha_c"], color=f"C{j}", ls="--", lw=1)
+        if r.get("ci_low") is not None and r.get("ci_high") is not None:
+            ax.axvspan(r["ci_low"], r["ci_high"], color=f"C{j}", alpha=0.12)
+    ax.set_xlabel(r"load $\alpha = p\ln p/d^2$")
+    ax.set_ylabel("fraction of seeds with all stored")
+    ax.set_title("Fixed-p sweep: P(all stored) and the logistic alpha_c (dashed, 95% CI shaded)", fontsize=9)
+    _legend(ax)
+    return save_figure(fig, out, "fig_sweep")
+
+
 class Figure(eqx.Module):
     """One figure of the report: its key, its caption and the function that draws it from a
     `ReportData` into a folder, returning its file name and notes for the report."""

@@ -15,6 +15,7 @@ from .._validate import InvalidArgument
 from ._analysis import (
     adam_vs_certified,
     compare,
+    estimate,
     fmt,
     gardner_curve,
     peer_rows,
@@ -24,25 +25,35 @@ from ._analysis import (
     transition_theory,
     verdict,
 )
-from ._figures import FIGURES, ReportData
-from ._records import MARGIN_KIND, normal_records, Store
+from ._figures import fig_sweep, FIGURES, ReportData
+from ._records import KIND, MARGIN_KIND, normal_records, Store
 
 
 def read_study(out: str):
-    """The records of a study folder by kind: `(threshold records, max-margin records)`."""
+    """The records of a folder by kind: `(threshold, max-margin, fixed-p sweep)` records.
+    A folder with neither threshold nor sweep records is refused."""
     recs = Store(out).records()
-    thr = normal_records([r for r in recs if r.get("kind") == "threshold"])
-    if not thr:
-        raise InvalidArgument(f"no threshold records under {out!r}")
-    return thr, [r for r in recs if r.get("kind") == MARGIN_KIND]
+    thr = normal_records([r for r in recs if r.get("kind") == KIND])
+    sweep = [r for r in recs if "kind" not in r]
+    if not thr and not sweep:
+        raise InvalidArgument(f"no threshold or sweep records under {out!r}")
+    return thr, [r for r in recs if r.get("kind") == MARGIN_KIND], sweep
 
 
 def write_report(out: str) -> tuple[str, list[dict]]:
-    """`report.md` and its figures from the records in `out`. It reads records and writes only
-    the figures and `report.md`: it never measures.
+    """`report.md` and its figures from the records in `out`: the capacity study's sections
+    where it holds threshold records, and the sweep's where it holds fixed-`p` ensembles. It
+    reads records and writes only the figures and `report.md`: it never measures.
 
-    **Returns:** the report's path and the capacity rows (those of `jaxmem capacity out`)."""
-    records, margins = read_study(out)
+    **Returns:** the report's path and the capacity rows (those of `jaxmem capacity out`:
+    threshold rows, else the sweep's logistic estimates)."""
+    records, margins, sweep = read_study(out)
+    if not records:
+        rows = estimate(sweep)
+        L = ["# jaxmem sweep report", ""] + _sweep_section(rows, fig_sweep(rows, out), len(sweep))
+        path = os.path.join(out, "report.md")
+        atomic_write(path, "\n".join(L) + "\n")
+        return path, rows
     rows = threshold_rows(records)
     loads = transition_theory(rows)
     data = ReportData(
@@ -96,12 +107,35 @@ def write_report(out: str) -> tuple[str, list[dict]]:
     L += ["", "## Scores", ""] + [f"- {n}" for n in drawn["scores"][1]]
     L += _rank_section(rows)
     L += _peer_section(rows)
+    if sweep:
+        sweep_rows = estimate(sweep)
+        L += ["", "## Fixed-p sweep", ""] + _sweep_section(sweep_rows, fig_sweep(sweep_rows, out), len(sweep))
     L += ["", "## Figures", ""]
     for f in FIGURES:
         L += [f"![{f.key}]({drawn[f.key][0]})", "", f"*{f.key}.* {f.caption}", ""]
     path = os.path.join(out, "report.md")
     atomic_write(path, "\n".join(L) + "\n")
     return path, rows
+
+
+def _sweep_section(rows, figure: str, n: int) -> list[str]:
+    """The sweep's table: per `(d, problem, model, kappa)` the logistic `alpha_c` with its
+    bootstrap CI, whether the grid brackets the transition, and Gardner's `alpha_c(p_c)`."""
+    L = [
+        f"{n} fixed-p runs (`jaxmem sweep`). `alpha_c`: where a logistic fit of P(all stored) against "
+        "ln p crosses 1/2, with a bootstrap 95% CI over runs; meaningful only where the grid brackets "
+        "the transition (some loads below 1/2, some above).",
+        "",
+        "| d | problem | model | kappa | runs | alpha_c | 95% CI | bracketed | alpha_c(p_c) theory |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        L.append(
+            f"| {r['d']} | {r['problem'].upper()} | {r['model']} | {r['kappa']:.2f} | {r['n_runs']} | "
+            f"{fmt(r['alpha_c'])} | [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}] | "
+            f"{'yes' if r['bracketed'] else 'no'} | {fmt(r.get('theory_alpha_c'))} |"
+        )
+    return L + ["", f"![sweep]({figure})", ""]
 
 
 def _op_dp_section(records):
