@@ -1,6 +1,7 @@
 """jaxmem: how many facts a linear associative memory can store, by simulation and theory."""
 
 from . import theory
+from ._criteria import AbstractCriterion, Accuracy, AllStored, criterion_of
 from ._experiment import Experiment, run_experiment
 from ._footprint import step_footprint
 from ._loss import cross_entropy, dense_ce, dense_scores, Scores, stream_ce, stream_pass

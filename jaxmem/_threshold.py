@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._criteria import criterion_of
 from ._models import Factored, FullRank
 from ._tasks import alpha_of, p_from_alpha, Task
 from ._train import AdamProtocol, TrainConfig, TrainInstance
@@ -32,7 +33,6 @@ from .solvers._constraints import batch_constraints
 from .solvers._decide import (
     DecideConfig,
     STORABLE,
-    stored_fraction,
     UNDECIDED,
     UNSTORABLE,
     verify,
@@ -193,10 +193,7 @@ def _adam_round(tasks_b, ps, P, *, model_rank, decide_cfg, adam_cfg):
     W = jax.vmap(lambda prm: prm.weight())(st.params)
     _, margin, bound = verify(cons, W, decide_cfg.tol)
     ok = (np.asarray(st.done_step) >= 0) & ~np.asarray(st.diverged)
-    if adam_cfg.accuracy == 1.0:
-        ok &= margin > 0
-    else:  # the criterion is a fraction of the associations, checked in float64 as well
-        ok &= stored_fraction(cons, W) >= adam_cfg.accuracy
+    ok &= criterion_of(adam_cfg.accuracy).met64(cons, W, margin)
     # Adam stores or fails within its budget; a failure is not a certificate
     status = np.where(ok, STORABLE, UNSTORABLE)
     return status, margin, bound, np.asarray(st.t)

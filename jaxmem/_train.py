@@ -21,6 +21,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Bool, Float, Int
 
+from ._criteria import AllStored, criterion_of
 from ._loss import cross_entropy
 from ._metrics import ensemble_metrics, Metrics
 from ._models import Factored, FullRank, memory_class, rank_of
@@ -57,7 +58,8 @@ class TrainConfig(eqx.Module):
       runs the whole budget, frozen once stored; for throughput benchmarks).
     - `compact`: finished instances leave the batch between chunks (`False`: for benchmarks).
     - `accuracy`: the success criterion, the fraction of the `n` associations that must be
-      stored (1: all of them, the paper's; 0.99: Nichani, Lee and Bietti's early stop).
+      stored (1: all of them, the paper's; 0.99: Nichani, Lee and Bietti's early stop); the
+      criterion itself is `criterion_of(accuracy)` (`AllStored` or `Accuracy`).
 
     The record identity of a run is `identity()`: the knobs that change its numbers.
     """
@@ -189,11 +191,9 @@ class AdamProtocol(AbstractEnsembleSolver):
         (loss, sc), grads = jax.value_and_grad(loss_fn, has_aux=True)(st.params)
         live = (st.done_step < 0) & ~st.diverged
         bad = ~(jnp.isfinite(loss) & _finite(grads))
-        if cfg.accuracy == 1.0:
-            stored = sc.stored.all() & ~bad
-        else:  # padded rows count as stored: the fraction is over the first n
-            hits = jnp.sum(sc.stored) - (sc.stored.shape[0] - inst.n)
-            stored = (hits >= cfg.accuracy * inst.n) & ~bad
+        # padded rows count as stored: the criterion is over the first n
+        hits = jnp.sum(sc.stored) - (sc.stored.shape[0] - inst.n)
+        stored = criterion_of(cfg.accuracy).met(hits, inst.n) & ~bad
         update = live & ~stored & ~bad & (st.t < self.steps)
         # the learning rate lives in the injected hyperparameters of opt_state
         updates, opt_state = self._opt(0.0).update(grads, st.opt_state, st.params)
@@ -438,7 +438,8 @@ def train(
     diverged = np.asarray(state.diverged) | ~finite
     all_stored = np.asarray(met.all_stored) & ~diverged
     accuracy = np.where(diverged, 0.0, np.asarray(met.stored).mean(axis=-1))
-    met_criterion = all_stored if config.accuracy == 1.0 else (accuracy >= config.accuracy) & ~diverged
+    crit = criterion_of(config.accuracy)
+    met_criterion = all_stored if isinstance(crit, AllStored) else crit.met(accuracy, 1.0) & ~diverged
     evaluations = int(np.asarray(state.t).max())
     return Run(
         model=state.params,

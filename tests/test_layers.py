@@ -17,7 +17,7 @@ PKG = ROOT / "jaxmem"
 LAYERS = [
     {"_validate", "_files", "_provenance", "_precision", "_parallel"},
     {"theory"},
-    {"_tasks", "_models", "_loss", "_metrics", "solvers"},
+    {"_tasks", "_models", "_loss", "_metrics", "solvers", "_criteria"},
     {"_train", "_threshold", "_experiment", "_footprint"},
     {"study"},
     {"cli"},

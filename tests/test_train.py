@@ -1,5 +1,6 @@
 import jax
 import jaxmem as jm
+import jaxmem.solvers
 import numpy as np
 import pytest
 
@@ -135,3 +136,19 @@ def test_near_ties_are_rechecked_in_float64():
         # float64 margins rounded once to float32 (a float32 evaluation is several ulps off)
         ref = (np.diagonal(s) - best).astype(np.float32)
         np.testing.assert_array_max_ulp(np.asarray(met.margin[i]), ref, maxulp=1)
+
+
+def test_criteria_say_what_counts_as_stored():
+    assert jm.criterion_of(1.0) == jm.AllStored() and jm.criterion_of(0.99) == jm.Accuracy(0.99)
+    assert jm.AllStored().met(5, 5) and not jm.AllStored().met(4, 5)
+    assert jm.Accuracy(0.8).met(4, 5) and not jm.Accuracy(0.8).met(3, 5)
+    with pytest.raises(ValueError, match="^accuracy"):
+        jm.Accuracy(1.5)
+    # the float64 judgements: all stored is a positive minimum margin; a fraction is counted
+    tasks = jm.make_tasks(jax.random.key(1), n=2, d=8, p=12)
+    cons = jm.solvers.batch_constraints(tasks, np.full(2, 12), 12)
+    W = np.stack([np.eye(8), -np.eye(8)])
+    status, margin, _ = jm.solvers.verify(cons, W, 1e-5)
+    frac = jm.solvers.stored_fraction(cons, W)
+    np.testing.assert_array_equal(jm.AllStored().met64(cons, W, margin), margin > 0)
+    np.testing.assert_array_equal(jm.Accuracy(0.5).met64(cons, W, margin), frac >= 0.5)
