@@ -14,6 +14,7 @@ whole ensemble in one vmapped run, padded to a common size and masked.
 
 from __future__ import annotations
 
+import abc
 import functools
 import math
 import time
@@ -41,7 +42,6 @@ from .solvers._dispatch import decider_parts
 from .solvers._runner import bucket, gather, init_states, run_ensemble, scatter
 
 
-SOLVERS = ("certified", "adam", "hebbian")
 # A certified search whose steps cost less than this (P^2 d per instance, 4x for the DP's
 # per-input candidates) compiles one batch size: on the 2-core CPU a compilation there costs more
 # than the steps compaction saves (measured on the demo's units: d <= 32 OP, d <= 24 DP).
@@ -167,7 +167,7 @@ def _hebbian_first_failure(inputs, targets):
     return jax.vmap(one)(inputs, targets)
 
 
-def _hebbian_search(tasks: Task, search: _Search) -> None:
+def _hebbian_search(tasks: Task, search: Brackets) -> None:
     """The Hebbian rule's all-stored threshold: the load before its first failure. Unlike a
     storability threshold this is a property of one rule (storage is not monotone in `p` for
     it), so `p*` is defined as the last `p` before the first `p` that fails."""
@@ -199,7 +199,7 @@ def _adam_round(tasks_b, ps, P, *, model_rank, decide_cfg, adam_cfg):
     return status, margin, bound, np.asarray(st.t)
 
 
-class _Search:
+class Brackets:
     """Every seed's bracket `[lo, hi)` and the decisions tried; `record` takes a batch of
     outcomes, `searching` says which seeds still need a decision."""
 
@@ -249,7 +249,7 @@ class _Search:
         )
 
 
-def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t0) -> None:
+def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, t0) -> None:
     """All of a batch's decisions in one compacting run: when a seed's decision finishes it is
     certified (`conclude`) and the seed's next `p` starts in its slot at once, so the batch stays
     full instead of every round waiting for its slowest decision. Each decision starts from
@@ -315,6 +315,94 @@ def _certified_search(tasks, search: _Search, *, rank, cfg: DecideConfig, log, t
     run_ensemble(solver, inst, chunk=parts.chunk, refill=refill, compact=compact)
 
 
+def _adam_search(tasks, search: Brackets, *, rank, decide_cfg, adam_cfg, log, t0) -> None:
+    """Round by round: every searching seed's proposal trained at once (a power-of-two batch of
+    copies of the last seed, dropped: compiles stay at one per bucket, and an instance's run
+    does not depend on the rest of the batch), judged in float64, recorded."""
+    n, P_all, _ = tasks.inputs.shape
+    plan = search.plan
+    rnd = 0
+    while True:
+        active = search.searching()
+        if active.size == 0:
+            break
+        ps = search.propose(active)
+        P = min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
+        k = active.size
+        extra = bucket(k, n) - k
+        rows = np.concatenate([active, np.full(extra, active[-1])])
+        tasks_b = jax.tree.map(lambda x: x[jnp.asarray(rows)], tasks)
+        status, margin, bound, iters = _adam_round(
+            tasks_b,
+            np.concatenate([ps, np.full(extra, ps[-1])]),
+            P,
+            model_rank=rank,
+            decide_cfg=decide_cfg,
+            adam_cfg=adam_cfg,
+        )
+        search.record(active, ps, status[:k], margin[:k], bound[:k], iters[:k])
+        rnd += 1
+        if log is not None:
+            print(
+                f"  round {rnd}: {active.size} seeds at p in [{ps.min()}, {ps.max()}] (padded {P}): "
+                f"{(status == STORABLE).sum()} stored, {(status == UNSTORABLE).sum()} not "
+                f"({time.perf_counter() - t0:.0f} s)",
+                file=log,
+                flush=True,
+            )
+
+
+class AbstractThresholdMethod(eqx.Module):
+    """How one solver decides the proposals of a threshold search. `Brackets` proposes each
+    seed's next `p` and records its outcome; a method decides proposals until no seed is
+    searching. A new solver is a final subclass and its `SOLVERS` entry: `search_thresholds`
+    never branches on a name."""
+
+    # scan: the thresholds come from one scan (the Hebbian rule), not from decisions
+    scan: bool = eqx.field(static=True, default=False)
+
+    def lower_bound(self, rank: int | None) -> bool:
+        """Whether an undecided instance counts as not stored (the search then gives a lower
+        bound on `p*`)."""
+        return False
+
+    @abc.abstractmethod
+    def run(self, tasks: Task, search: Brackets, *, rank, decide_config, adam_config, log, t0) -> None:
+        """Decide proposals of `search` (from `search.propose`, into `search.record`) until no
+        seed is searching."""
+
+
+class CertifiedMethod(AbstractThresholdMethod):
+    """The certified decider (dense or working set): `p*` is the certified threshold; for rank
+    `m` a lower bound."""
+
+    def lower_bound(self, rank):
+        return rank is not None
+
+    def run(self, tasks, search, *, rank, decide_config, adam_config, log, t0):
+        _certified_search(tasks, search, rank=rank, cfg=decide_config, log=log, t0=t0)
+
+
+class AdamMethod(AbstractThresholdMethod):
+    """The paper's protocol: `p*` is the largest `p` Adam stored within its budget."""
+
+    def run(self, tasks, search, *, rank, decide_config, adam_config, log, t0):
+        _adam_search(tasks, search, rank=rank, decide_cfg=decide_config, adam_cfg=adam_config, log=log, t0=t0)
+
+
+class HebbianMethod(AbstractThresholdMethod):
+    """The closed-form rule (OP): `p*` is the last `p` before its first failure."""
+
+    scan: bool = eqx.field(static=True, default=True)
+
+    def run(self, tasks, search, *, rank, decide_config, adam_config, log, t0):
+        _hebbian_search(tasks, search)
+
+
+# the threshold methods by solver name
+SOLVERS = {"certified": CertifiedMethod(), "adam": AdamMethod(), "hebbian": HebbianMethod()}
+
+
 def search_thresholds(
     tasks: Task,
     *,
@@ -345,53 +433,18 @@ def search_thresholds(
 
     **Returns:** `Thresholds`.
     """
-    if solver not in SOLVERS:
+    if not isinstance(solver, str) or solver not in SOLVERS:
         raise InvalidArgument(f"solver must be one of {', '.join(SOLVERS)}; got {solver!r}")
     n, P_all, d = tasks.inputs.shape
     if P_all < plan.p_max:
         raise InvalidArgument(f"tasks hold {P_all} associations, fewer than plan.p_max = {plan.p_max}")
+    method = SOLVERS[solver]
     t0 = time.perf_counter()
-    search = _Search(n, plan, lower_bound=solver == "certified" and rank is not None)
+    search = Brackets(n, plan, lower_bound=method.lower_bound(rank))
     if start is not None:
         search.lo = np.asarray(start, np.int64).copy()
-    if solver == "certified":
-        _certified_search(tasks, search, rank=rank, cfg=decide_config, log=log, t0=t0)
-        return search.result(t0)
-    if solver == "hebbian":
-        _hebbian_search(tasks, search)
-        return search.result(t0, scan=True)
-    rnd = 0
-    while True:
-        active = search.searching()
-        if active.size == 0:
-            break
-        ps = search.propose(active)
-        P = min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
-        # a power-of-two batch (copies of the last seed, dropped): compiles stay at one per
-        # bucket, and an instance's run does not depend on the rest of the batch
-        k = active.size
-        extra = bucket(k, n) - k
-        rows = np.concatenate([active, np.full(extra, active[-1])])
-        tasks_b = jax.tree.map(lambda x: x[jnp.asarray(rows)], tasks)
-        status, margin, bound, iters = _adam_round(
-            tasks_b,
-            np.concatenate([ps, np.full(extra, ps[-1])]),
-            P,
-            model_rank=rank,
-            decide_cfg=decide_config,
-            adam_cfg=adam_config,
-        )
-        search.record(active, ps, status[:k], margin[:k], bound[:k], iters[:k])
-        rnd += 1
-        if log is not None:
-            print(
-                f"  round {rnd}: {active.size} seeds at p in [{ps.min()}, {ps.max()}] (padded {P}): "
-                f"{(status == STORABLE).sum()} stored, {(status == UNSTORABLE).sum()} not "
-                f"({time.perf_counter() - t0:.0f} s)",
-                file=log,
-                flush=True,
-            )
-    return search.result(t0)
+    method.run(tasks, search, rank=rank, decide_config=decide_config, adam_config=adam_config, log=log, t0=t0)
+    return search.result(t0, scan=method.scan)
 
 
 # ---------------------------------------------------------------- the estimate

@@ -216,9 +216,9 @@ def test_instances_finished_at_their_start_are_handed_to_refill():
 
 
 def test_a_seed_without_decisions_is_undecided():
-    from jaxmem._threshold import _Search
+    from jaxmem._threshold import Brackets
 
-    th = _Search(2, jm.SearchPlan(p0=4, p_max=8)).result(0.0)
+    th = Brackets(2, jm.SearchPlan(p0=4, p_max=8)).result(0.0)
     assert th.undecided.all() and not th.exact.any()
 
 
