@@ -86,38 +86,43 @@ def stream_pass(V, task: Task, block: int, precision, row_block: int | None = No
     p, d = V.shape
     n = p if n is None else n
     R = int(task.row_block(block) if row_block is None else row_block)
-    nr, nb = -(-p // R), -(-p // block)
-    Vp = jnp.pad(V, ((0, nr * R - p), (0, 0)))
+    nr = -(-p // R)
 
-    def row_pass(r):
-        rows = r * R + jnp.arange(R)
-        Vr = lax.dynamic_slice_in_dim(Vp, r * R, R)
+    def tile(carry, rc, r, rows, cols, scores, C):
+        m, l, acc, best = rc
+        s = jnp.where((cols < n)[None, :], scores[0], -jnp.inf)
+        m_new = jnp.maximum(m, s.max(axis=1))
+        scale = jnp.exp(m - m_new)
+        e = jnp.exp(s - m_new[:, None])
+        l = l * scale + e.sum(axis=1)
+        acc = acc * scale[:, None] + task.block_sum(e, C, precision)
+        is_target = cols[None, :] == rows[:, None]
+        best = jnp.maximum(best, jnp.where(is_target, -jnp.inf, s).max(axis=1))
+        return carry, (m_new, l, acc, best)
 
-        def body(carry, b):
-            m, l, acc, best = carry
-            cols = b * block + jnp.arange(block)
-            valid = cols < n
-            s, C = task.block_scores(Vr, jnp.minimum(rows, p - 1), jnp.minimum(cols, p - 1), precision)
-            s = jnp.where(valid[None, :], s, -jnp.inf)
-            m_new = jnp.maximum(m, s.max(axis=1))
-            scale = jnp.exp(m - m_new)
-            e = jnp.exp(s - m_new[:, None])
-            l = l * scale + e.sum(axis=1)
-            acc = acc * scale[:, None] + task.block_sum(e, C, precision)
-            is_target = cols[None, :] == rows[:, None]
-            best = jnp.maximum(best, jnp.where(is_target, -jnp.inf, s).max(axis=1))
-            return (m_new, l, acc, best), None
-
-        init = (
+    def row_init(R):
+        return (
             jnp.full((R,), -jnp.inf, V.dtype),
             jnp.zeros((R,), V.dtype),
             jnp.zeros((R, d), V.dtype),
             jnp.full((R,), -jnp.inf, V.dtype),
         )
-        return lax.scan(body, init, jnp.arange(nb))[0]
 
-    out = lax.map(row_pass, jnp.arange(nr))
-    m, l, acc, best = (x.reshape((nr * R,) + x.shape[2:])[:p] for x in out)
+    def row_done(carry, rc, r, rows):
+        return tuple(lax.dynamic_update_slice_in_dim(x, y, r * R, 0) for x, y in zip(carry, rc))
+
+    buffers = tuple(jnp.concatenate([x] * nr) for x in row_init(R))
+    out = task.fold_tiles(
+        [V],
+        block=block,
+        row_block=R,
+        precision=precision,
+        fn=tile,
+        init=buffers,
+        row_init=row_init,
+        row_done=row_done,
+    )
+    m, l, acc, best = (x[:p] for x in out)
     real = jnp.arange(p) < n
     target = jnp.sum(V * task.targets, axis=1)
     loss = jnp.sum(jnp.where(real, m + jnp.log(l) - target, 0.0)) / n

@@ -18,6 +18,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from ._precision import einsum
@@ -150,6 +151,43 @@ class AbstractTask(eqx.Module):
     @abc.abstractmethod
     def build(cls, inputs, targets, cand_key, init_key, embedding: str, materialise_limit: int):
         """The task of these arrays (materialising what is small enough)."""
+
+    def fold_tiles(self, Vs, *, block: int, row_block: int, precision, fn, init, row_init, row_done):
+        """The one tiled pass over a task's scores: fold over row blocks of `row_block` inputs
+        and, within each, column blocks of `block` candidates, never forming the `P x P` scores.
+        Shared by the streaming loss and the streamed constraints.
+
+        **Arguments:**
+
+        - `Vs`: projections `(P, d)`; each tile's scores are formed for every one of them.
+        - `fn(carry, row_carry, r, rows, cols, scores, C)`: one tile; `rows` `(R,)` and `cols`
+          `(B,)` are the tile's indices (they run past `P` in the last blocks: mask them),
+          `scores` the `(R, B)` scores of each `V`, `C` the candidate tile (`block_sum`).
+          **Returns:** `(carry, row_carry)`.
+        - `init`: the carry; `row_init(R)` starts each row block's `row_carry`, and
+          `row_done(carry, row_carry, r, rows)` folds it into the carry.
+
+        **Returns:** the final carry."""
+        P = self.p
+        R, B = int(row_block), int(block)
+        nr, nb = -(-P // R), -(-P // B)
+        Vs = [jnp.pad(V, ((0, nr * R - P), (0, 0))) for V in Vs]
+
+        def row_pass(carry, r):
+            rows = r * R + jnp.arange(R)
+            Vr = [lax.dynamic_slice_in_dim(V, r * R, R) for V in Vs]
+
+            def body(c, b):
+                carry, rc = c
+                cols = b * B + jnp.arange(B)
+                rr, cc = jnp.minimum(rows, P - 1), jnp.minimum(cols, P - 1)
+                out = [self.block_scores(V, rr, cc, precision) for V in Vr]
+                return fn(carry, rc, r, rows, cols, [s for s, _ in out], out[0][1]), None
+
+            carry, rc = lax.scan(body, (carry, row_init(R)), jnp.arange(nb))[0]
+            return row_done(carry, rc, r, rows), None
+
+        return lax.scan(row_pass, init, jnp.arange(nr))[0]
 
     def row_block(self, block: int) -> int:
         """Rows per streaming pass: all of them for shared candidates; else sized so that a

@@ -144,31 +144,26 @@ class StreamedConstraints(eqx.Module):
         R = int(self.task.row_block(B))
         return B, R, -(-P // R), -(-P // B)
 
-    def _pass(self, Vs, fn, init, row_init, row_done):
-        """Fold `fn(carry, row_carry, r, rows, cols, valid, scores, C)` over every tile, with
-        `scores[k]` the `(R, B)` scores of `Vs[k]` and `C` the candidate tile; `row_init(R)` and
-        `row_done(carry, row_carry, r, rows)` bracket each row block."""
-        task = self.task
-        P = task.p
-        B, R, nr, nb = self.tiling()
-        Vs = [jnp.pad(V, ((0, nr * R - P), (0, 0))) for V in Vs]
+    def fold(self, Vs, fn, init, row_init, row_done):
+        """`task.fold_tiles` at HIGHEST with this instance's tiling, `fn(carry, row_carry, r,
+        rows, cols, valid, scores, C)` also given `valid`: the tile's real constraints (both
+        indices below `p`, off the diagonal)."""
+        B, R, _, _ = self.tiling()
 
-        def row_pass(carry, r):
-            rows = r * R + jnp.arange(R)
-            Vr = [lax.dynamic_slice_in_dim(V, r * R, R) for V in Vs]
+        def tile(carry, rc, r, rows, cols, scores, C):
+            valid = (rows < self.p)[:, None] & (cols < self.p)[None, :] & (rows[:, None] != cols[None, :])
+            return fn(carry, rc, r, rows, cols, valid, scores, C)
 
-            def body(c, b):
-                carry, rc = c
-                cols = b * B + jnp.arange(B)
-                valid = (rows < self.p)[:, None] & (cols < self.p)[None, :] & (rows[:, None] != cols[None, :])
-                rr, cc = jnp.minimum(rows, P - 1), jnp.minimum(cols, P - 1)
-                out = [task.block_scores(V, rr, cc, HIGHEST) for V in Vr]
-                return fn(carry, rc, r, rows, cols, valid, [s for s, _ in out], out[0][1]), None
-
-            carry, rc = lax.scan(body, (carry, row_init(R)), jnp.arange(nb))[0]
-            return row_done(carry, rc, r, rows), None
-
-        return lax.scan(row_pass, init, jnp.arange(nr))[0]
+        return self.task.fold_tiles(
+            Vs,
+            block=B,
+            row_block=R,
+            precision=HIGHEST,
+            fn=tile,
+            init=init,
+            row_init=row_init,
+            row_done=row_done,
+        )
 
     def _project(self, W):
         return jnp.matmul(self.task.inputs, W.T, precision=HIGHEST)
@@ -213,7 +208,7 @@ class StreamedConstraints(eqx.Module):
             return (head, G), rc
 
         init = ((jnp.zeros((), dtype), jnp.asarray(jnp.inf, dtype)), jnp.zeros((d, d), dtype))
-        (rsum, mmin), G = self._pass([V], fn2, init, row_init, row_done)
+        (rsum, mmin), G = self.fold([V], fn2, init, row_init, row_done)
         return -2.0 * G, rsum, mmin
 
     def line_slopes(self, W, D, ts):
@@ -234,7 +229,7 @@ class StreamedConstraints(eqx.Module):
             return (carry[0] + g, carry[1] + h), rc
 
         init = (jnp.zeros(ts.shape, dtype), jnp.zeros(ts.shape, dtype))
-        return self._pass([VW, VD], fn, init, lambda R: (), lambda carry, rc, r, rows: carry)
+        return self.fold([VW, VD], fn, init, lambda R: (), lambda carry, rc, r, rows: carry)
 
     def rms_norm(self):
         """`a`: the root-mean-square `|A_{mu rho}|_F` over the real constraints (one pass)."""
@@ -249,5 +244,5 @@ class StreamedConstraints(eqx.Module):
             diff2 = u2[rows][:, None] + c2 - 2 * scores[0]
             return carry + jnp.sum(jnp.where(valid, diff2 * e2[rows][:, None], 0.0)), rc
 
-        total = self._pass([U], fn, jnp.zeros((), U.dtype), lambda R: (), lambda carry, rc, r, rows: carry)
+        total = self.fold([U], fn, jnp.zeros((), U.dtype), lambda R: (), lambda carry, rc, r, rows: carry)
         return jnp.sqrt(total / (self.p * (self.p - 1)))

@@ -151,7 +151,7 @@ def outer_pass(cons: StreamedConstraints, W, k: int):
         jnp.zeros((nr * R, k), jnp.int32),
         jnp.zeros((nr * R,), jnp.int32),
     )
-    Vals, Idx, Act = cons._pass([V], fn, init, row_init, row_done)
+    Vals, Idx, Act = cons.fold([V], fn, init, row_init, row_done)
     Vals, Idx, Act = Vals[:P], Idx[:P], Act[:P]
     return jnp.min(Vals[:, 0]), Idx, Vals, Act
 
