@@ -17,7 +17,16 @@ from ._decide import (
     verify,
 )
 from ._dispatch import choose_decider, decide, decider_parts, DeciderParts
-from ._lbfgs import LBFGS, lbfgs_direction, lbfgs_init, lbfgs_step, line_search, Linear
+from ._lbfgs import (
+    AbstractMarginOperator,
+    LBFGS,
+    lbfgs_direction,
+    lbfgs_init,
+    lbfgs_step,
+    line_search,
+    Linear,
+    Streamed,
+)
 from ._margin import LAMBDAS, max_margin
 from ._runner import AbstractEnsembleSolver, bucket, init_states, run_ensemble
 from ._working_set import outer_pass, working_set_instances, working_set_operator, WorkingSetDecider

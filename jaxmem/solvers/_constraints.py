@@ -23,9 +23,7 @@ from jaxtyping import Array, Bool, Float, Int
 from .._loss import use_stream
 from .._tasks import Task
 from .._validate import InvalidArgument
-
-
-HIGHEST = lax.Precision.HIGHEST
+from ._lbfgs import HIGHEST, Linear, Streamed
 
 
 class Constraints(eqx.Module):
@@ -59,6 +57,10 @@ class Constraints(eqx.Module):
         if self.decoupled:
             return jnp.einsum("md,mrd->mr", V, self.candidates, precision=precision)
         return jnp.matmul(V, self.candidates.T, precision=precision)
+
+    def operator(self) -> Linear:
+        """The margins of `W` for L-BFGS: this map, its adjoint and its mask."""
+        return Linear(self.margins, self.adjoint, self.mask)
 
     def margins(self, W: Float[Array, "d d"], precision=HIGHEST) -> Float[Array, "P P"]:
         """`<W, A_{mu rho}> = s[mu, mu] - s[mu, rho]` (zero on masked entries)."""
@@ -136,6 +138,10 @@ class StreamedConstraints(eqx.Module):
     @property
     def inputs(self):
         return self.task.inputs
+
+    def operator(self) -> Streamed:
+        """The margins of `W` for L-BFGS, never formed."""
+        return Streamed(self)
 
     def tiling(self) -> tuple[int, int, int, int]:
         """`(B, R, nr, nb)`: columns and rows of a tile, and the numbers of row and column blocks."""

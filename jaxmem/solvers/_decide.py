@@ -40,13 +40,9 @@ from ._constraints import Constraints, StreamedConstraints
 from ._lbfgs import (
     hinge_summary,
     LBFGS,
-    lbfgs_init,
-    lbfgs_step,
-    lbfgs_step_streamed,
     Linear,
     margin_bound,
     residual,
-    streamed_init,
 )
 from ._runner import AbstractEnsembleSolver, run_ensemble
 
@@ -171,16 +167,12 @@ class _State(eqx.Module):
     a: Float[Array, ""]
 
 
-def _full_op(cons: Constraints) -> Linear:
-    return Linear(cons.margins, cons.adjoint)
-
-
 def _q_op(cons: Constraints, R) -> Linear:
-    return Linear(lambda Q: cons.margins(Q @ R.T), lambda Res: cons.adjoint(Res) @ R)
+    return Linear(lambda Q: cons.margins(Q @ R.T), lambda Res: cons.adjoint(Res) @ R, cons.mask)
 
 
 def _r_op(cons: Constraints, Q) -> Linear:
-    return Linear(lambda R: cons.margins(Q @ R.T), lambda Res: cons.adjoint(Res).T @ Q)
+    return Linear(lambda R: cons.margins(Q @ R.T), lambda Res: cons.adjoint(Res).T @ Q, cons.mask)
 
 
 def _truncate(W, m_mask):
@@ -197,10 +189,7 @@ class Decider(AbstractEnsembleSolver):
 
     def init(self, inst: DecisionInstance) -> _State:
         cons = inst.cons
-        if isinstance(cons, StreamedConstraints):
-            opt = streamed_init(cons, inst.W0, self.config.memory)
-        else:
-            opt = lbfgs_init(_full_op(cons), inst.W0, cons.mask, self.config.memory)
+        opt = cons.operator().init(inst.W0, self.config.memory)
         d = inst.W0.shape[0]
         z = jnp.zeros((d, d), inst.W0.dtype)
         zero = jnp.array(0, jnp.int32)
@@ -257,8 +246,8 @@ class Decider(AbstractEnsembleSolver):
         phase = jnp.where(st.phase == 1, 2, 1)
         opt = lax.cond(
             phase == 1,
-            lambda: lbfgs_init(_q_op(cons, R), Q, cons.mask, self.config.memory),
-            lambda: lbfgs_init(_r_op(cons, Q), R, cons.mask, self.config.memory),
+            lambda: _q_op(cons, R).init(Q, self.config.memory),
+            lambda: _r_op(cons, Q).init(R, self.config.memory),
         )
         opt = eqx.tree_at(lambda o: o.X, opt, opt.X * jnp.where(phase == 1, m_mask, m_mask)[None, :])
         st = _State(opt, Q, R, phase.astype(jnp.int32), st.status, jnp.array(0, jnp.int32), st.total, st.a)
@@ -270,15 +259,13 @@ class Decider(AbstractEnsembleSolver):
             opt = lax.switch(
                 st.phase,
                 [
-                    lambda: lbfgs_step(_full_op(cons), st.opt),
-                    lambda: lbfgs_step(_q_op(cons, st.R), st.opt),
-                    lambda: lbfgs_step(_r_op(cons, st.Q), st.opt),
+                    lambda: cons.operator().step(st.opt),
+                    lambda: _q_op(cons, st.R).step(st.opt),
+                    lambda: _r_op(cons, st.Q).step(st.opt),
                 ],
             )
-        elif isinstance(cons, StreamedConstraints):
-            opt = lbfgs_step_streamed(cons, st.opt)
         else:
-            opt = lbfgs_step(_full_op(cons), st.opt)
+            opt = cons.operator().step(st.opt)
         st = eqx.tree_at(lambda s: (s.opt, s.it, s.total), st, (opt, st.it + 1, st.total + 1))
         return self._judge(inst, st)
 

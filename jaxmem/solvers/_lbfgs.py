@@ -2,11 +2,15 @@
 safeguarded Newton line search that stops at 1% of the initial slope (an inexact minimum along
 the direction; docs/science.md 2.7): the one minimiser under the dense and working-set
 deciders. A `Linear` map gives the margins and their adjoint; the streamed steps
-take a `StreamedConstraints`, which never forms the margins."""
+take a streamed operator, which never forms the margins. The variable's margins reach L-BFGS
+through one interface, `AbstractMarginOperator`: `Linear` (a map, its adjoint and a mask) or
+`Streamed` (constraints that fold over score tiles)."""
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -14,14 +18,8 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Bool, Int
 
-from ._constraints import HIGHEST, StreamedConstraints
 
-
-class Linear(eqx.Module):
-    """A linear map `X -> margins` and its adjoint, for the variable being optimised."""
-
-    apply: Callable
-    adjoint: Callable
+HIGHEST = lax.Precision.HIGHEST
 
 
 class LBFGS(eqx.Module):
@@ -45,12 +43,12 @@ def hinge_summary(M, mask):
     return jnp.sum(residual(M, mask)), jnp.min(jnp.where(mask, M, jnp.inf))
 
 
-def lbfgs_init(op: Linear, X, mask, memory: int) -> LBFGS:
+def lbfgs_init(op: Linear, X, memory: int) -> LBFGS:
     # masked entries hold the margin 2 (never a residual, never negative) and their direction
     # margins are 0, so the steps need no mask
-    M = jnp.where(mask, op.apply(X), 2.0)
-    g = -2.0 * op.adjoint(residual(M, mask))
-    rsum, mmin = hinge_summary(M, mask)
+    M = jnp.where(op.mask, op.apply(X), 2.0)
+    g = -2.0 * op.adjoint(residual(M, op.mask))
+    rsum, mmin = hinge_summary(M, op.mask)
     return _fresh(X, M, g, rsum, mmin > 0, memory)
 
 
@@ -60,7 +58,7 @@ def _fresh(X, M, g, rsum, stored, memory: int) -> LBFGS:
     return LBFGS(X, M, g, rsum, stored, z, z, zm, zm, jnp.array(0, jnp.int32))
 
 
-def streamed_init(cons: StreamedConstraints, X, memory: int) -> LBFGS:
+def streamed_init(cons, X, memory: int) -> LBFGS:
     g, rsum, mmin = cons.hinge(X)
     return _fresh(X, jnp.zeros((), X.dtype), g, rsum, mmin > 0, memory)
 
@@ -147,7 +145,7 @@ def line_search(M, dM, slope0, iters: int = 12, rtol: float = 1e-2):
     return t, stored
 
 
-def _line_search_streamed(cons: StreamedConstraints, X, D, newton: int = 2):
+def _line_search_streamed(cons, X, D, newton: int = 2):
     """`line_search` without the margins: one pass for `phi'` and `phi''` at the steps
     `4^-8 .. 4^8` (bracketing the root of the non-decreasing `phi'`), then `newton` safeguarded
     Newton passes inside the bracket."""
@@ -172,7 +170,7 @@ def _line_search_streamed(cons: StreamedConstraints, X, D, newton: int = 2):
     return jnp.where(none, ts[-1], t)
 
 
-def lbfgs_step_streamed(cons: StreamedConstraints, st: LBFGS) -> LBFGS:
+def lbfgs_step_streamed(cons, st: LBFGS) -> LBFGS:
     D = lbfgs_direction(st)
     t = _line_search_streamed(cons, st.X, D)
     X = st.X + t * D
@@ -212,3 +210,43 @@ def _lbfgs_update(st: LBFGS, X, M, g, rsum, stored, t) -> LBFGS:
 def margin_bound(rsum, g, a):
     """The multiplier bound `|grad L| / (2 a sum r)` on the best normalised margin."""
     return jnp.where(rsum > 0, jnp.sqrt(jnp.vdot(g, g)) / (2 * a * jnp.where(rsum > 0, rsum, 1.0)), jnp.inf)
+
+
+class AbstractMarginOperator(eqx.Module):
+    """The margins `M(X)` of the variable being optimised, as L-BFGS needs them."""
+
+    @abc.abstractmethod
+    def init(self, X, memory: int) -> LBFGS:
+        """The L-BFGS state at `X` with a history of `memory` pairs."""
+
+    @abc.abstractmethod
+    def step(self, st: LBFGS) -> LBFGS:
+        """One L-BFGS iteration: direction, line search, update."""
+
+
+class Linear(AbstractMarginOperator):
+    """Dense margins: a linear map `X -> M` (`apply`), its adjoint, and the mask of the real
+    constraints (the margins are held in the state)."""
+
+    apply: Callable
+    adjoint: Callable
+    mask: Array
+
+    def init(self, X, memory: int) -> LBFGS:
+        return lbfgs_init(self, X, memory)
+
+    def step(self, st: LBFGS) -> LBFGS:
+        return lbfgs_step(self, st)
+
+
+class Streamed(AbstractMarginOperator):
+    """Margins never formed: `cons` gives the squared hinge's gradient, residual sum and least
+    margin at `X` (`hinge`) and the line search's slopes (`line_slopes`) by tiled passes."""
+
+    cons: Any
+
+    def init(self, X, memory: int) -> LBFGS:
+        return streamed_init(self.cons, X, memory)
+
+    def step(self, st: LBFGS) -> LBFGS:
+        return lbfgs_step_streamed(self.cons, st)

@@ -55,7 +55,7 @@ from ._decide import (
     UNDECIDED,
     UNSTORABLE,
 )
-from ._lbfgs import LBFGS, lbfgs_init, lbfgs_step, Linear, margin_bound
+from ._lbfgs import LBFGS, Linear, margin_bound
 from ._runner import AbstractEnsembleSolver, run_ensemble
 
 
@@ -98,7 +98,7 @@ def working_set_operator(cons: StreamedConstraints, C, valid) -> Linear:
         X = R.sum(axis=1)[:, None] * U - jnp.einsum("pk,pkd->pd", R, C, precision=HIGHEST)
         return jnp.matmul(X.T, E, precision=HIGHEST)
 
-    return Linear(apply, adjoint)
+    return Linear(apply, adjoint, valid)
 
 
 def outer_pass(cons: StreamedConstraints, W, k: int):
@@ -213,7 +213,7 @@ class WorkingSetDecider(AbstractEnsembleSolver):
         hebb = jnp.matmul((cons.task.targets * real).T, cons.task.inputs, precision=HIGHEST)
         mmin, J, _, _ = outer_pass(cons, jnp.where(cold, hebb, W0), self.k)
         C, valid = _gather(cons, J)
-        opt = lbfgs_init(working_set_operator(cons, C, valid), W0, valid, self.config.memory)
+        opt = working_set_operator(cons, C, valid).init(W0, self.config.memory)
         zero = jnp.array(0, jnp.int32)
         status = jnp.where(~cold & (mmin > 0), STORABLE, RUNNING).astype(jnp.int32)
         return _WSState(opt, J, C, valid, status, zero, zero, cons.rms_norm())
@@ -232,7 +232,7 @@ class WorkingSetDecider(AbstractEnsembleSolver):
                 & (st.total + i < cfg.max_iter)
             )
 
-        opt, i = lax.while_loop(cond, lambda c: (lbfgs_step(op, c[0]), c[1] + 1), (st.opt, jnp.array(0)))
+        opt, i = lax.while_loop(cond, lambda c: (op.step(c[0]), c[1] + 1), (st.opt, jnp.array(0)))
         # a step charges at least one iteration, so the budget ends every decision
         total = st.total + jnp.maximum(i, 1).astype(jnp.int32)
         unstorable = margin_bound(opt.rsum, opt.g, st.a) < cfg.tol / 2
