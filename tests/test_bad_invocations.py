@@ -1,5 +1,6 @@
-"""Bad invocations of every subcommand, through the real console script: each exits 2 with
-exactly one line on stderr that names the argument, and writes nothing."""
+"""Bad invocations of every subcommand: each exits 2 with exactly one line on stderr that names
+the argument, and writes nothing. Every case runs through `main` in this process; one case per
+subcommand also runs through the real console script (no traceback, no C++ abort)."""
 
 import os
 import shutil
@@ -8,6 +9,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from jaxmem.cli import main
 
 
 # (the argument the message must name, the command line)
@@ -91,15 +93,37 @@ def _run(case, root):
     return r, os.listdir(cwd)
 
 
-def test_bad_invocations_exit_2_with_one_line_naming_the_argument(tmp_path):
+def _verdict(case, rc, stderr, written):
+    name, args = case
+    lines = stderr.strip().splitlines()
+    ok = rc == 2 and len(lines) == 1 and name in lines[0] and not written
+    return None if ok else f"jaxmem {args}: rc={rc}, stderr={lines[:3]}, wrote={written}"
+
+
+def test_bad_invocations_exit_2_with_one_line_naming_the_argument(tmp_path, monkeypatch, capsys):
+    bad = []
+    for k, case in enumerate(BAD):
+        cwd = tmp_path / f"case{k}"
+        cwd.mkdir()
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        rc = main(case[1].split())
+        bad.append(_verdict(case, rc, capsys.readouterr().err, os.listdir(cwd)))
+    assert not any(bad), "\n".join(b for b in bad if b)
+
+
+def test_bad_invocations_through_the_console_script(tmp_path):
     if _script() is None:
         pytest.skip("the jaxmem console script is not installed")
+    # the first case of each subcommand (and of each theory command)
+    seen, cases = set(), []
+    for case in BAD:
+        words = case[1].split()
+        head = tuple(words[:2]) if words[0] == "theory" else words[0]
+        if head not in seen:
+            seen.add(head)
+            cases.append(case)
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda c: _run(c, str(tmp_path)), BAD))
-    bad = []
-    for (name, args), (r, written) in zip(BAD, results):
-        lines = r.stderr.strip().splitlines()
-        ok = r.returncode == 2 and len(lines) == 1 and name in lines[0] and not written
-        if not ok:
-            bad.append(f"jaxmem {args}: rc={r.returncode}, stderr={lines[:3]}, wrote={written}")
-    assert not bad, "\n".join(bad)
+        results = list(pool.map(lambda c: _run(c, str(tmp_path)), cases))
+    bad = [_verdict(case, r.returncode, r.stderr, written) for case, (r, written) in zip(cases, results)]
+    assert len(cases) >= 10 and not any(bad), "\n".join(b for b in bad if b)

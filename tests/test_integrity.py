@@ -170,6 +170,7 @@ def test_adam_is_paired_with_certified_by_seed_and_task(d8_records):
     assert avc[0]["per_seed"]["certified"] == [cert[s] for s in range(4)]
 
 
+@pytest.mark.slow
 def test_an_unbracketed_threshold_is_censored_not_exact():
     plan = jm.SearchPlan(p0=6, p_max=8, step=1.5)  # searched to 16 at most: d = 8's are ~22
     recs = measure(_units(seeds=8, group=4, plan=plan))
@@ -278,6 +279,7 @@ def test_a_record_file_with_a_duplicated_or_missing_field_is_invalid(tmp_path, c
     assert main(["capacity", out, "--json"]) == 2  # nothing valid is left to read
 
 
+@pytest.mark.slow
 def test_a_report_draws_a_folder_without_adam_records(tmp_path, capsys):
     out = _folder(tmp_path)
     assert main(["report", out]) == 0

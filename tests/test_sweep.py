@@ -24,6 +24,7 @@ def _cli(args):
     )
 
 
+@pytest.mark.slow
 def test_concurrent_shards_one_killed_lose_and_duplicate_nothing(tmp_path):
     """The multi-host path, and kill -9 resume: three processes write their slices into one
     folder at once; one of them is killed with kill -9 mid-run and rerun. The merged records

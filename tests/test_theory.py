@@ -162,6 +162,7 @@ def _name(s):
     return [th.STATUS[int(v)] for v in np.atleast_1d(np.asarray(s.status._value))]
 
 
+@pytest.mark.slow
 def test_saddle_vmap_equals_loop_and_reports_failure(x64):
     """vmap over loads (one invalid, one far above capacity) equals the loop of single solves;
     no solution and invalid input are statuses with NaN values, never a number."""
@@ -199,6 +200,7 @@ def test_saddle_succeeds_from_tiny_loads_to_the_capacity(x64):
         assert abs(float(path.alpha_samples[-1]) / a_c - 1) < 0.03
 
 
+@pytest.mark.slow
 def test_saddle_q_to_one_at_the_capacity_of_its_samples(x64):
     """q* -> 1 where alpha_G E||g||^2 hits the cone distance: with the same frozen samples, the
     load where 1 - q* vanishes is ln p / mean dist^2 of those samples (`alpha_samples`)."""
@@ -349,6 +351,7 @@ def test_transition_curve_and_its_loads(x64):
     assert g == pytest.approx(fd, rel=1e-4) and g < 0
 
 
+@pytest.mark.slow
 def test_traced_garbage_gives_nan_never_a_plausible_number(x64):
     """Under vmap: alpha_c at a p beyond what its static order statistics cover, or at an
     invalid p or kappa, is NaN (the eager call sizes them to p and is right); F outside (0, 1]

@@ -79,6 +79,7 @@ print(json.dumps(result))
 """
 
 
+@pytest.mark.slow
 def test_every_public_theory_function_under_jit_without_x64():
     env = dict(os.environ, JAX_ENABLE_X64="0")
     r = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, env=env, timeout=900)
