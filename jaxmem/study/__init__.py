@@ -40,6 +40,7 @@ from ._records import (
     normal_config,
     normal_records,
     point_key,
+    PointKey,
     select,
     Store,
     train_fields,

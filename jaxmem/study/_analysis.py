@@ -15,7 +15,7 @@ import numpy as np
 from .. import theory as th
 from .._tasks import alpha_of, p_from_alpha
 from .._threshold import guess_p, median_capacity
-from ._records import criterion, finite_or_none, flat_settings, normal_records, point_key, select
+from ._records import criterion, finite_or_none, flat_settings, HEAD_FIELDS, normal_records, point_key, select
 
 
 # the records of the paper's main measurement: certified, full rank, Gaussian embeddings
@@ -33,10 +33,6 @@ _HOW = (
     "decide.stream",
     "decide.block",
 )
-
-
-# the fields that name the memory and solver of a row (the rest are its settings)
-_HEAD = ("kind", "d", "problem", "model", "kappa", "solver")
 
 
 def _same_measurement(cfg: dict, drop=()) -> str:
@@ -82,7 +78,7 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
     cfgs = {k: next(iter(g.values()))["config"] for k, g in groups.items()}
     heads = defaultdict(list)
     for k, c in cfgs.items():
-        heads[tuple(c[f] for f in _HEAD)].append(c)
+        heads[tuple(c[f] for f in HEAD_FIELDS)].append(c)
     rows = []
     for key in sorted(groups, key=lambda k: _sortable(cfgs[k])):
         cfg, recs = cfgs[key], list(groups[key].values())
@@ -90,7 +86,7 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
         lo = np.array([r["p_star"] for r in recs])
         hi = np.array([r["p_hi"] for r in recs])
         est = median_capacity(lo, hi, d, censored=[_censored(r) for r in recs])
-        differ = _differing(heads[tuple(cfg[f] for f in _HEAD)])
+        differ = _differing(heads[tuple(cfg[f] for f in HEAD_FIELDS)])
         row = dict(
             d=d,
             problem=cfg["problem"],
@@ -101,7 +97,7 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
             lr=cfg.get("adam", {}).get("lr"),
             steps=cfg.get("adam", {}).get("steps"),
             criterion=criterion(cfg),
-            settings={k: v for k, v in flat_settings(cfg).items() if k not in _HEAD},
+            settings={k: v for k, v in flat_settings(cfg).items() if k not in HEAD_FIELDS},
             differs={k: flat_settings(cfg).get(k) for k in sorted(differ)},
             seeds=len(recs),
             **est,

@@ -267,10 +267,36 @@ def flat_settings(cfg: dict) -> dict:
     return out
 
 
-def point_key(cfg: dict) -> str:
-    """What makes a measurement point: every field of its config but the seed range (records
-    that differ in any setting, `seed0` included, are different measurements, never merged)."""
-    return json.dumps(flat_settings(cfg), sort_keys=True)
+@dataclasses.dataclass(frozen=True, order=True)
+class PointKey:
+    """What makes a measurement point: its kind, memory and solver, and every other field of
+    its config but the seed range as `(name, JSON value)` pairs sorted by name (`settings`).
+    Records that differ in any setting, `seed0` included, are different measurements, never
+    merged. Hashable and ordered."""
+
+    kind: str
+    d: int
+    problem: str
+    model: str
+    kappa: float
+    solver: str
+    settings: tuple[tuple[str, str], ...]
+
+    def get(self, name: str):
+        """The value of a flat setting (`"decide.tol"`), None if the config has none."""
+        value = dict(self.settings).get(name)
+        return None if value is None else json.loads(value)
+
+
+# the fields that name a point's memory and solver (the rest are its settings)
+HEAD_FIELDS = ("kind", "d", "problem", "model", "kappa", "solver")
+
+
+def point_key(cfg: dict) -> PointKey:
+    """The `PointKey` of a (threshold) config."""
+    flat = flat_settings(cfg)
+    rest = tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in flat.items() if k not in HEAD_FIELDS))
+    return PointKey(*(flat.get(k, "") for k in HEAD_FIELDS), rest)
 
 
 def select(records: list[dict], **where) -> list[dict]:
