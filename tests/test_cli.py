@@ -108,7 +108,7 @@ def test_console_script_exit_code():
             ["alpha", "p", "q", "q_se", "free_entropy", "free_entropy_se", "status", "steps", "samples"],
         ),
         (["theory", "hebbian", "--d", "32", "--p", "72", "--problem", "dp"], ["accuracy", "p_all_stored"]),
-        (
+        pytest.param(
             ["theory", "transition", "--d", "64"],
             [
                 "d",
@@ -121,6 +121,7 @@ def test_console_script_exit_code():
                 "alpha_p25",
                 "alpha_p75_se",
             ],
+            marks=pytest.mark.slow,
         ),
         (["theory", "listwise", "--r", "0.1"], ["alpha_G_c"]),
     ],

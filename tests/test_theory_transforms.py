@@ -36,6 +36,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("x64", ["0"])  # x64 on: tests/test_theory.py, under the x64 fixture
 def test_theory_transforms_without_global_flags(x64):
     env = dict(os.environ, JAX_ENABLE_X64=x64)

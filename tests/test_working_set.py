@@ -101,6 +101,7 @@ def test_thresholds_equal_the_dense_deciders(problem):
     np.testing.assert_array_equal(ws.lo, dense.lo)
 
 
+@pytest.mark.slow
 def test_the_record_says_which_decider_ran_and_runs_it():
     auto = point_configs(d=128, problem="op", seeds=2, decide_config=DecideConfig(decider="auto"))[0]
     assert auto["decide"]["decider"] == "working-set" and auto["decide"]["working_set"] == 32
