@@ -21,7 +21,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Bool, Float, Int
 
-from ._criteria import AllStored, criterion_of
+from ._criteria import criterion_of
 from ._loss import cross_entropy
 from ._metrics import ensemble_metrics, Metrics
 from ._models import Factored, FullRank, memory_class, rank_of
@@ -438,8 +438,9 @@ def train(
     diverged = np.asarray(state.diverged) | ~finite
     all_stored = np.asarray(met.all_stored) & ~diverged
     accuracy = np.where(diverged, 0.0, np.asarray(met.stored).mean(axis=-1))
-    crit = criterion_of(config.accuracy)
-    met_criterion = all_stored if isinstance(crit, AllStored) else crit.met(accuracy, 1.0) & ~diverged
+    # `accuracy` is the stored fraction of the first n (0 where diverged), so the criterion
+    # takes it as hits out of 1
+    met_criterion = criterion_of(config.accuracy).met(accuracy, 1.0) & ~diverged
     evaluations = int(np.asarray(state.t).max())
     return Run(
         model=state.params,

@@ -102,14 +102,12 @@ class Store:
             return None
         return recs
 
-    def done(self, cfg: dict) -> bool:
-        return os.path.exists(self.path(cfg)) and self._read(self.path(cfg), cfg) is not None
+    def get(self, cfg: dict) -> list[dict] | None:
+        """The records of `cfg` if its file is there and valid, else None (one read)."""
+        return self._read(self.path(cfg), cfg) if os.path.exists(self.path(cfg)) else None
 
-    def load(self, cfg: dict) -> list[dict]:
-        recs = self._read(self.path(cfg), cfg)
-        if recs is None:
-            raise RuntimeError(f"invalid record file {self.path(cfg)}")
-        return recs
+    def done(self, cfg: dict) -> bool:
+        return self.get(cfg) is not None
 
     def _clean(self) -> None:
         """Once per store, before its first write: the temp files that writers which died
@@ -281,11 +279,6 @@ class PointKey:
     kappa: float
     solver: str
     settings: tuple[tuple[str, str], ...]
-
-    def get(self, name: str):
-        """The value of a flat setting (`"decide.tol"`), None if the config has none."""
-        value = dict(self.settings).get(name)
-        return None if value is None else json.loads(value)
 
 
 # the fields that name a point's memory and solver (the rest are its settings)

@@ -93,7 +93,8 @@ def _run_here(store, cfgs: list[dict], *, log=None, trace: bool = False) -> tupl
         unit = run_one(cfg, log=log if trace else None)
         if store is not None:
             store.write(cfg, unit)
-        ran, recs = ran + 1, recs + unit
+        ran += 1
+        recs += unit
         if log is not None:
             print(f"  {_label(cfg)}: done in {time.perf_counter() - t:.0f} s", file=log, flush=True)
     return ran, recs
@@ -172,4 +173,4 @@ def measure(
     _, ran = _run_here(store, mine, log=log, trace=True)
     if store is None:
         return ran
-    return [r for c in points if store.done(c) for r in store.load(c)]
+    return [r for c in points for r in store.get(c) or []]

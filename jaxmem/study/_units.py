@@ -243,7 +243,6 @@ def run_margin_unit(cfg: dict) -> list[dict]:
     (`|W|_F^2 = d^2 F(kappa)`, divided by `sqrt d`), the normalised target and best-competitor
     scores of the `p` inputs, the certified margin bounds, and (full-rank OP) the Hebbian
     memory's scores at the same `(d, p)`."""
-
     d, ps = cfg["d"], np.asarray(cfg["p"])
     P = int(ps.max())
     key = jax.random.key(cfg["seed0"])
@@ -347,7 +346,7 @@ def _knobs_of(cfg: dict) -> dict:
     return {k: cfg[k] for k in ("steps", "lr", "init_scale", "precision") if k in cfg}
 
 
-def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> list[dict]:
+def run_records(cfg: dict) -> list[dict]:
     """Run one config's vmapped ensemble; one record per seed, config embedded."""
     res = run_experiment(
         d=cfg["d"],
@@ -360,7 +359,6 @@ def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> li
         # exactly the config's knobs (the Hebbian rule has none)
         config=None if cfg["model"] == "hebbian" else TrainConfig(**_knobs_of(cfg)),
         embedding=cfg["embedding"],
-        progress=progress,
     )
     recs = []
     for s, outcome in enumerate(res.outcomes):
@@ -369,7 +367,7 @@ def run_records(cfg: dict, *, progress: bool = False, detail: bool = True) -> li
                 cfg,
                 s,
                 alpha=alpha_of(cfg["d"], cfg["p"]),
-                **outcome.to_json(detail),
+                **outcome.to_json(),
                 seconds=res.seconds / cfg["seeds"],
             )
         )
