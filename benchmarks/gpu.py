@@ -11,8 +11,13 @@
    and how many of the flags jaxmem reports (made at HIGHEST, near-ties in float64) differ from
    an independent float64 evaluation (must be 0).
 
-    python benchmarks/gpu.py            # on a GPU
-    python benchmarks/gpu.py --quick    # tiny sizes, any backend (a check of the code path)
+4. `--certified` instead: one certified OP capacity point at d = 256 (64 seeds) and d = 512
+   (16 seeds) with the working-set decider, each with its median, CI, undecided seeds, time,
+   decisions and iterations (target: under 8 minutes in all).
+
+    python benchmarks/gpu.py                      # on a GPU
+    python benchmarks/gpu.py --certified          # on a GPU
+    python benchmarks/gpu.py [--certified] --quick  # tiny sizes, any backend (the code path)
 """
 
 import sys
@@ -101,8 +106,31 @@ def decide_case(d):
     )
 
 
+def certified(quick: bool):
+    """One certified OP capacity point per size, timed (compilation included)."""
+    points = ((16, 8), (24, 8)) if quick else ((256, 64), (512, 16))
+    cfg = jm.DecideConfig(decider="working-set")
+    print(f"device: {jax.devices()[0].device_kind}", flush=True)
+    rows = []
+    for d, seeds in points:
+        t = time.perf_counter()
+        est = jm.capacity(d=d, problem="op", seeds=seeds, decide_config=cfg)
+        wall = time.perf_counter() - t
+        row = dict(est.to_json(), wall_s=wall)
+        rows.append(row)
+        print(
+            f"certified op d={d} ({seeds} seeds, working set): alpha_c {est.alpha_c:.4f} "
+            f"[{est.ci_low:.4f}, {est.ci_high:.4f}], undecided {est.undecided}, {wall:.0f} s; "
+            f"theory alpha_c(p_c) {est.theory_alpha_c:.4f}",
+            flush=True,
+        )
+    print("written " + write("gpu_certified_quick" if quick else "gpu_certified", dict(points=rows)))
+
+
 def main():
     quick = "--quick" in sys.argv
+    if "--certified" in sys.argv:
+        return certified(quick)
     ops, dps, dec_ds, steps, n_peak = (
         ([16, 32], [16], [16], 5, 512) if quick else ([256, 512, 1024], [256], [256, 512], 10, 8192)
     )

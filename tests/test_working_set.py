@@ -104,7 +104,7 @@ def test_thresholds_equal_the_dense_deciders(problem):
 @pytest.mark.slow
 def test_the_record_says_which_decider_ran_and_runs_it():
     auto = point_configs(d=128, problem="op", seeds=2, decide_config=DecideConfig(decider="auto"))[0]
-    assert auto["decide"]["decider"] == "working-set" and auto["decide"]["working_set"] == 32
+    assert auto["decide"]["decider"] == "working-set" and auto["decide"]["working_set"] == 64
     small = point_configs(d=8, problem="op", seeds=2, decide_config=DecideConfig(decider="auto"))[0]
     assert small["decide"]["decider"] == "dense", "the record names the decider auto chose"
     cfg = DecideConfig(decider="working-set", working_set=2, outer_every=3)
@@ -127,3 +127,33 @@ def test_bad_decider_settings_name_the_argument():
     tasks = jm.make_tasks(jax.random.key(0), n=1, d=8, p=12)
     with pytest.raises(ValueError, match="decider 'working-set' decides full-rank memories only"):
         decide(tasks, model="factored", kappa=0.5, config=DecideConfig(decider="working-set"))
+
+
+def test_the_working_set_size_follows_d_unless_set():
+    from jaxmem.solvers import working_set_size
+
+    assert working_set_size(DecideConfig(), 64) == 32
+    assert working_set_size(DecideConfig(), 128) == 64
+    assert working_set_size(DecideConfig(working_set=8), 128) == 8
+    auto = point_configs(d=64, problem="dp", seeds=2, decide_config=DecideConfig())[0]
+    assert auto["decide"]["working_set"] == 32, "the record holds the size that runs"
+
+
+def test_a_dense_record_is_the_same_point_whatever_working_set_it_names():
+    from jaxmem.study import normal_config, point_key
+
+    unit = point_configs(d=8, problem="op", seeds=2, decide_config=DecideConfig(decider="dense"))[0]
+    assert unit["decide"]["working_set"] is None
+    old = dict(unit, decide=dict(unit["decide"], working_set=32))
+    assert normal_config(old)["decide"]["working_set"] is None
+    assert point_key(old) == point_key(unit)
+    ws = dict(unit, decide=dict(unit["decide"], decider="working-set", working_set=32))
+    assert normal_config(ws)["decide"]["working_set"] == 32
+
+
+def test_the_blocked_adjoint_is_the_sum_it_stands_for():
+    from jaxmem.solvers._working_set import _weighted_sum
+
+    R = jax.random.normal(jax.random.key(0), (5, 40))
+    C = jax.random.normal(jax.random.key(1), (5, 40, 7))
+    np.testing.assert_allclose(_weighted_sum(R, C), np.einsum("pk,pkd->pd", R, C), rtol=1e-5, atol=1e-5)

@@ -29,4 +29,10 @@ from ._lbfgs import (
 )
 from ._margin import LAMBDAS, max_margin
 from ._runner import AbstractEnsembleSolver, bucket, init_states, run_ensemble
-from ._working_set import outer_pass, working_set_instances, working_set_operator, WorkingSetDecider
+from ._working_set import (
+    outer_pass,
+    working_set_instances,
+    working_set_operator,
+    working_set_size,
+    WorkingSetDecider,
+)

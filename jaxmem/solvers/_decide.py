@@ -77,7 +77,8 @@ class DecideConfig(eqx.Module):
     - `decider`: `"dense"` (the `Decider`: every iteration touches all `p (p - 1)` margins),
       `"working-set"` (the `WorkingSetDecider`, full rank only: iterations on `working_set`
       competitors per input, outer passes over all of them) or `"auto"` (`choose_decider`).
-    - `working_set`: competitors per input in the working set (`k`).
+    - `working_set`: competitors per input in the working set (`k`); `None` chooses by `d`
+      (`working_set_size`).
     - `outer_every`: the most inner iterations between two outer passes.
     """
 
@@ -89,7 +90,7 @@ class DecideConfig(eqx.Module):
     stream: bool | None = None
     block: int = 256
     decider: str = "auto"
-    working_set: int = 32
+    working_set: int | None = None
     outer_every: int = 20
 
     def __check_init__(self):
@@ -99,7 +100,8 @@ class DecideConfig(eqx.Module):
         check_int("chunk", self.chunk, 1)
         check_int("rank_rounds", self.rank_rounds, 1)
         check_int("block", self.block, 1)
-        check_int("working_set", self.working_set, 1)
+        if self.working_set is not None:
+            check_int("working_set", self.working_set, 1)
         check_int("outer_every", self.outer_every, 1)
         if self.decider not in DECIDERS:
             raise InvalidArgument(f"decider must be one of {', '.join(DECIDERS)}; got {self.decider!r}")

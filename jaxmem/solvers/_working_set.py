@@ -25,8 +25,13 @@ and the full loss agree near the iterate, and so do their curvatures.
   cannot be stored with margin `tol` proves the same of the system. The bound is recomputed in
   float64 from `W` and `J`; `a` is the root-mean-square norm of all constraints.
 
-`k` is the one static shape of the working set: `working_set` competitors per input (32 by
-default, about 4 times the 7 that are active at the max-margin optimum). Each outer pass counts,
+`k` is the one static shape of the working set: `working_set` competitors per input. The most
+constraints below margin 1 on one input grows with `p`: at an unstorable squared-hinge optimum
+it was 30 to 36 at d = 128, p = 1850 (`DecideConfig(working_set=32)` overflowed and doubled for
+three of four instances), while k = 32 sufficed at d = 64 and decided 8 DP instances in 8 s
+against 13 s with k = 64 (benchmarks/README.md, "The working set's size"). Hence
+`working_set_size`: 32 below `WIDE_FROM_D` = 128 and 64 from there, unless the config sets it.
+Each outer pass counts,
 per input, the constraints of margin below 1; an input with more than `k` of them means `L_J`
 misses part of the loss. That slows convergence but never a certificate. When it lasts
 `_PATIENCE` passes, the instance stops (`_GROW`) and `conclude_working_set` continues it from its
@@ -67,6 +72,17 @@ _PATIENCE = 5
 _START = 50
 
 
+WIDE_FROM_D = 128
+
+
+def working_set_size(config: DecideConfig, d: int) -> int:
+    """Competitors per input `k`: `config.working_set`, or by `d` where that is `None` (32 below
+    `WIDE_FROM_D`, 64 from there; see the module docstring)."""
+    if config.working_set is not None:
+        return config.working_set
+    return 64 if d >= WIDE_FROM_D else 32
+
+
 class _WSInstance(eqx.Module):
     cons: StreamedConstraints
     W0: Float[Array, "d d"]
@@ -95,10 +111,22 @@ def working_set_operator(cons: StreamedConstraints, C, valid) -> Linear:
         return jnp.where(valid, jnp.sum(V * U, axis=1)[:, None] - s, 0.0)
 
     def adjoint(R):
-        X = R.sum(axis=1)[:, None] * U - jnp.einsum("pk,pkd->pd", R, C, precision=HIGHEST)
+        X = R.sum(axis=1)[:, None] * U - _weighted_sum(R, C)
         return jnp.matmul(X.T, E, precision=HIGHEST)
 
     return Linear(apply, adjoint, valid)
+
+
+def _weighted_sum(R, C, block: int = 16):
+    """`sum_j R[mu, j] C[mu, j]` in products and sums over blocks of `block` columns: on XLA's
+    CPU backend a batched dot reads `C` at about half the memory bandwidth, and one sum over all
+    `k` columns is several times slower still for some shapes (k = 48 or 64); blocks of 16 ran at
+    the bandwidth for every shape measured."""
+    k = C.shape[1]
+    out = jnp.zeros((C.shape[0], C.shape[2]), C.dtype)
+    for j in range(0, k, block):
+        out = out + jnp.sum(R[:, j : j + block, None] * C[:, j : j + block], axis=1)
+    return out
 
 
 def outer_pass(cons: StreamedConstraints, W, k: int):
@@ -275,7 +303,7 @@ def working_set_instances(cons: StreamedConstraints, *, W0=None, config: DecideC
     """The `WorkingSetDecider` and its batch of instances for streamed constraints `cons`
     (leading ensemble axis); `W0` warm starts (default zero)."""
     n, P, d = cons.inputs.shape
-    k = min(check_int("working_set", config.working_set, 1), P)
+    k = min(check_int("working_set", working_set_size(config, d), 1), P)
     W0 = jnp.zeros((n, d, d), cons.inputs.dtype) if W0 is None else jnp.asarray(W0, cons.inputs.dtype)
     return WorkingSetDecider(config, k), _WSInstance(cons, W0)
 

@@ -233,7 +233,14 @@ def normal_config(cfg: dict) -> dict:
     older config (flat `tol`, `max_iter`, `memory`, Adam's `steps`, `lr`, `init_scale`,
     `accuracy`; no `decider` meant dense) becomes the settings it ran with, every other field
     at its default then, which is today's."""
-    if cfg.get("kind") != KIND or "decide" in cfg or "adam" in cfg:
+    if cfg.get("kind") != KIND:
+        return cfg
+    if "decide" in cfg or "adam" in cfg:
+        decide = cfg.get("decide", {})
+        if decide.get("decider") == "dense" and decide.get("working_set") is not None:
+            # the working set's size does not apply to the dense decider; records written while
+            # it defaulted to 32 name it
+            cfg = dict(cfg, decide=dict(decide, working_set=None))
         return cfg
     out = {k: v for k, v in cfg.items() if k not in (*_OLD_DECIDE, *_OLD_ADAM)}
     if cfg["solver"] != "hebbian":

@@ -30,6 +30,7 @@ from ..solvers._constraints import batch_constraints
 from ..solvers._decide import DecideConfig, STATUS
 from ..solvers._dispatch import choose_decider
 from ..solvers._margin import max_margin
+from ..solvers._working_set import working_set_size
 from ._records import (
     decide_fields,
     envelope,
@@ -104,6 +105,8 @@ def point_configs(
             decide["decider"] = choose_decider(
                 decide_config, d=d, problem=problem, factored=model == "factored"
             )
+            if decide["decider"] == "working-set":
+                decide["working_set"] = working_set_size(decide_config, d)
         base["decide"] = decide
     if solver == "adam":
         base["adam"] = train_fields(adam_config)

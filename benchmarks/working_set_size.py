@@ -1,0 +1,73 @@
+"""The working set's size `k` against the dense decider on the same instances: one batch of
+decisions at `(d, p)`, each decider compiled by a first run and timed by a second, with each
+instance's verdict, iterations, and the most competitors of one input below margin 1 at the
+memory found (what `k` must hold for the restricted loss to be the whole loss there).
+
+    python benchmarks/working_set_size.py --d 128 --p 1850 --problem op --n 4 --k 32 64
+    python benchmarks/working_set_size.py --d 64 --p 565 --problem dp --n 8 --k 32 64
+"""
+
+import argparse
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import jaxmem as jm
+import numpy as np
+from _common import write
+from jaxmem.solvers import batch_constraints, outer_pass
+
+
+def most_active(tasks, p, W):
+    """Per instance, the most margins below 1 of one input at `W`."""
+    cons = batch_constraints(tasks, np.full(tasks.inputs.shape[0], p), p, stream=True)
+    W = jnp.asarray(W, tasks.inputs.dtype)
+    return np.asarray(jax.jit(jax.vmap(lambda c, w: outer_pass(c, w, 1)[3].max()))(cons, W))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--p", type=int, default=1850)
+    ap.add_argument("--problem", default="op")
+    ap.add_argument("--n", type=int, default=4)
+    ap.add_argument("--k", type=int, nargs="+", default=[32, 64])
+    a = ap.parse_args()
+    tasks = jm.make_tasks(jax.random.key(0), n=a.n, d=a.d, p=a.p, problem=a.problem)
+    rows = []
+    for k in [*a.k, None]:
+        cfg = (
+            jm.DecideConfig(decider="dense")
+            if k is None
+            else jm.DecideConfig(decider="working-set", working_set=k)
+        )
+        t = time.perf_counter()
+        jm.decide(tasks, p=a.p, config=cfg)
+        first = time.perf_counter() - t
+        t = time.perf_counter()
+        dec = jm.decide(tasks, p=a.p, config=cfg)
+        again = time.perf_counter() - t
+        act = most_active(tasks, a.p, dec.weight)
+        rows.append(
+            dict(
+                k=k,
+                first_s=first,
+                again_s=again,
+                status=dec.status.tolist(),
+                iterations=dec.iterations.tolist(),
+                most_active=act.tolist(),
+            )
+        )
+        name = "dense" if k is None else f"working set k={k}"
+        print(
+            f"{a.problem} d={a.d} p={a.p}, {a.n} instances, {name}: {again:.1f} s "
+            f"(first run {first:.1f} s); status {dec.status.tolist()}; iterations "
+            f"{dec.iterations.tolist()}; most below margin 1 on one input {act.tolist()}",
+            flush=True,
+        )
+    print("written", write(f"working_set_size_{a.problem}_{a.d}", dict(rows=rows, argv=sys.argv)))
+
+
+if __name__ == "__main__":
+    main()
