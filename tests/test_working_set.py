@@ -135,14 +135,18 @@ def test_the_working_set_size_follows_d_unless_set():
     assert working_set_size(DecideConfig(), 64) == 32
     assert working_set_size(DecideConfig(), 128) == 64
     assert working_set_size(DecideConfig(working_set=8), 128) == 8
-    auto = point_configs(d=64, problem="dp", seeds=2, decide_config=DecideConfig())[0]
+    plan = SearchPlan(p0=500, p_max=800)
+    auto = point_configs(d=64, problem="dp", seeds=2, decide_config=DecideConfig(), plan=plan)[0]
     assert auto["decide"]["working_set"] == 32, "the record holds the size that runs"
 
 
 def test_a_dense_record_is_the_same_point_whatever_working_set_it_names():
     from jaxmem.study import normal_config, point_key
 
-    unit = point_configs(d=8, problem="op", seeds=2, decide_config=DecideConfig(decider="dense"))[0]
+    plan = SearchPlan(p0=20, p_max=40)
+    unit = point_configs(d=8, problem="op", seeds=2, decide_config=DecideConfig(decider="dense"), plan=plan)[
+        0
+    ]
     assert unit["decide"]["working_set"] is None
     old = dict(unit, decide=dict(unit["decide"], working_set=32))
     assert normal_config(old)["decide"]["working_set"] is None
