@@ -61,7 +61,7 @@ class TrainConfig(eqx.Module):
       stored (1: all of them, the paper's; 0.99: Nichani, Lee and Bietti's early stop); the
       criterion itself is `criterion_of(accuracy)` (`AllStored` or `Accuracy`).
 
-    The record identity of a run is `identity()`: the knobs that change its numbers.
+    A record stores `identity()`: every field.
     """
 
     steps: int = DEFAULT_STEPS
@@ -100,15 +100,10 @@ class TrainConfig(eqx.Module):
             raise InvalidArgument(f"stream must be None, True or False, got {self.stream!r}")
 
     def identity(self) -> dict:
-        """The knobs a record stores (and its id hashes): those that change the numbers."""
-        out = dict(steps=int(self.steps), lr=float(self.lr), init_scale=float(self.init_scale))
-        if self.optimizer is not optax.adam:
-            out["optimizer"] = getattr(self.optimizer, "__name__", repr(self.optimizer))
-        if self.precision != "highest":
-            out["precision"] = self.precision
-        if self.accuracy != 1.0:
-            out["accuracy"] = float(self.accuracy)
-        return out
+        """Every field, as a record stores it (the optimizer by its name)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["optimizer"] = getattr(self.optimizer, "__name__", repr(self.optimizer))
+        return {k: v.item() if isinstance(v, np.generic) else v for k, v in out.items()}
 
 
 # The training knobs a Hebbian record stores: the closed-form rule has none.

@@ -142,3 +142,37 @@ def test_report_draws_a_sweep_folder(tmp_path, capsys):
     os.makedirs(empty)
     assert main(["report", empty]) == 2
     assert "no threshold or sweep records" in capsys.readouterr().err
+
+
+def test_a_sweep_record_holds_every_training_setting_and_runs_with_exactly_those(tmp_path, monkeypatch):
+    """A sweep config stores every `TrainConfig` field; its ensemble runs with that config (a
+    non-default `precision` reaches `train`), and a resumed folder whose unit was written in
+    the older form (`precision` only when not "highest", no other extra field) runs nothing
+    again."""
+    import dataclasses
+
+    from jaxmem import TrainConfig
+    from jaxmem.study import _units, make_config, measure
+
+    cfg = make_config(
+        d=8, p=10, problem="op", model="full", kappa=None, knobs=Knobs(seeds=2, precision="bf16")
+    )
+    assert {f.name for f in dataclasses.fields(TrainConfig)} <= set(cfg)
+    assert cfg["precision"] == "bf16" and cfg["optimizer"] == "adam" and cfg["chunk"] == 100
+    seen = []
+    real = _units.run_experiment
+    monkeypatch.setattr(_units, "run_experiment", lambda **k: seen.append(k["config"]) or real(**k))
+    store = Store(str(tmp_path / "new"))
+    measure([cfg], store=store)
+    assert [c.identity() for c in seen] == [TrainConfig(precision="bf16").identity()]
+    assert all(r["config"] == cfg for r in store.records())
+
+    old = {k: v for k, v in cfg.items() if k not in ("optimizer", "chunk", "stream", "block", "early_stop")}
+    old = {k: v for k, v in old.items() if k not in ("compact", "accuracy")}
+    legacy = Store(str(tmp_path / "old"))
+    legacy.write(old, [dict(r, config=old) for r in store.records()])
+    seen.clear()
+    measure([cfg], store=legacy)
+    assert seen == [] and legacy.get(cfg) is not None
+    other = make_config(d=8, p=10, problem="op", model="full", kappa=None, knobs=Knobs(seeds=2))
+    assert legacy.get(other) is None  # "highest" is another unit

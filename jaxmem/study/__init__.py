@@ -12,7 +12,8 @@ Layers, each importing only those above it in this list:
 - `_analysis`: records to tables (pure functions): capacity rows, verdicts, OP against DP, Adam
   against certified;
 - `_spec`: the study presets, `run_study`, `capacity` and sweeps;
-- `_figures`: draw precomputed tables;
+- `_panels`: the tables the figures draw (records and theory to arrays and notes; pure);
+- `_figures`: draw those tables, nothing else;
 - `_report`: `report.md`.
 """
 
@@ -29,7 +30,8 @@ from ._analysis import (
     theory_verdict,
     threshold_rows,
 )
-from ._figures import FIGURES, ReportData, save_figure
+from ._figures import FIGURES, save_figure
+from ._panels import panels, ReportData
 from ._records import (
     config_id,
     criterion,

@@ -103,8 +103,13 @@ class Store:
         return recs
 
     def get(self, cfg: dict) -> list[dict] | None:
-        """The records of `cfg` if its file is there and valid, else None (one read)."""
-        return self._read(self.path(cfg), cfg) if os.path.exists(self.path(cfg)) else None
+        """The records of `cfg` if its file is there and valid, else None. A sweep config is
+        also found under its older form (`sweep_legacy_config`), so a resumed folder written
+        before records held their settings whole runs nothing twice."""
+        for c in (cfg, sweep_legacy_config(cfg)):
+            if c is not None and os.path.exists(self.path(c)):
+                return self._read(self.path(c), c)
+        return None
 
     def done(self, cfg: dict) -> bool:
         return self.get(cfg) is not None
@@ -201,15 +206,42 @@ def decide_fields(cfg: DecideConfig) -> dict:
 
 
 def train_fields(cfg: TrainConfig) -> dict:
-    """Every field of a `TrainConfig`, as a record stores it: the optimizer by its `optax` name
-    (one that `optax` does not name cannot be recorded, so it is refused)."""
+    """Every field of a `TrainConfig`, as a record stores it (`TrainConfig.identity`): the
+    optimizer by its `optax` name (one that `optax` does not name cannot be recorded, so it is
+    refused)."""
     name = getattr(cfg.optimizer, "__name__", None)
     if name is None or getattr(optax, name, None) is not cfg.optimizer:
         raise InvalidArgument(
             f"adam_config.optimizer must be an optax function (a record names it); got {cfg.optimizer!r}"
         )
-    out = {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
-    return dict(out, optimizer=name)
+    return cfg.identity()
+
+
+# The fields of `TrainConfig` beside `steps`, `lr` and `init_scale`: a sweep config holds them
+# all; one written before held `precision` only when not "highest", and none of the others.
+_SWEEP_EXTRA = ("optimizer", "chunk", "stream", "block", "precision", "early_stop", "compact", "accuracy")
+
+
+def sweep_settings(cfg: dict) -> TrainConfig:
+    """The `TrainConfig` a sweep ensemble runs with: exactly its config's training fields (an
+    older config's missing fields at their defaults, which are what it ran with)."""
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    train = {k: v for k, v in cfg.items() if k in fields}
+    if "optimizer" in train:
+        train["optimizer"] = getattr(optax, train["optimizer"])
+    return TrainConfig(**train)
+
+
+def sweep_legacy_config(cfg: dict) -> dict | None:
+    """The form a sweep config had before records held their settings whole, where it ran the
+    same (every other field at its default then, as now); None for any other config."""
+    if "kind" in cfg or "optimizer" not in cfg:
+        return None
+    default = train_fields(TrainConfig())
+    if any(cfg[k] != default[k] for k in _SWEEP_EXTRA if k != "precision"):
+        return None
+    drop = set(_SWEEP_EXTRA) - ({"precision"} if cfg["precision"] != "highest" else set())
+    return {k: v for k, v in cfg.items() if k not in drop}
 
 
 def unit_settings(cfg: dict) -> tuple[DecideConfig, TrainConfig]:

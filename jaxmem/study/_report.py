@@ -9,7 +9,6 @@ import os
 import jax
 import numpy as np
 
-from .. import theory as th
 from .._files import atomic_write
 from .._validate import InvalidArgument
 from ._analysis import (
@@ -17,7 +16,6 @@ from ._analysis import (
     compare,
     estimate,
     fmt,
-    gardner_curve,
     peer_rows,
     setup,
     shrink,
@@ -25,7 +23,8 @@ from ._analysis import (
     transition_theory,
     verdict,
 )
-from ._figures import fig_sweep, FIGURES, ReportData
+from ._figures import fig_sweep, FIGURES
+from ._panels import panels
 from ._records import KIND, MARGIN_KIND, normal_records, Store
 
 
@@ -56,16 +55,7 @@ def write_report(out: str) -> tuple[str, list[dict]]:
         return path, rows
     rows = threshold_rows(records)
     loads = transition_theory(rows)
-    data = ReportData(
-        records=records,
-        rows=rows,
-        margins=margins,
-        loads=loads,
-        gardner=gardner_curve(rows),
-        adam=adam_vs_certified(records),
-        peer=peer_rows(rows),
-        key=jax.random.key(0),
-    )
+    data = panels(records, rows, margins, loads, jax.random.key(0))
     drawn = {f.key: f.draw(data, out) for f in FIGURES}
     L = [
         "# jaxmem capacity report",
@@ -105,7 +95,7 @@ def write_report(out: str) -> tuple[str, list[dict]]:
     L += _finite_size_section(rows, loads)
     L += ["", "## Spectra of the max-margin memories", ""] + [f"- {n}" for n in drawn["spectra"][1]]
     L += ["", "## Scores", ""] + [f"- {n}" for n in drawn["scores"][1]]
-    L += _rank_section(rows)
+    L += _rank_section(rows, data.rank)
     L += _peer_section(rows)
     if sweep:
         sweep_rows = estimate(sweep)
@@ -245,7 +235,7 @@ def _finite_size_section(rows, loads):
     return L
 
 
-def _rank_section(rows):
+def _rank_section(rows, table):
     fac = [r for r in rows if r["model"] == "factored"]
     if not fac:
         return []
@@ -265,7 +255,7 @@ def _rank_section(rows):
             f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}], undecided {r['undecided']}; theory "
             f"alpha_c(p_c, kappa) = {fmt(r.get('theory_alpha_c'))} "
             f"({verdict(r['ci_low'], r['ci_high'], r.get('theory_alpha_c'), 'it')}), asymptote F(kappa)/2 = "
-            f"{float(th.F(r['kappa'])) / 2:.3f}."
+            f"{table['asymptote'][r['kappa']]:.3f}."
         )
     return L
 

@@ -37,6 +37,7 @@ from ._records import (
     finite_or_none,
     KIND,
     MARGIN_KIND,
+    sweep_settings,
     train_fields,
     unit_settings,
 )
@@ -330,7 +331,7 @@ def make_config(*, d, p, problem, model, kappa, knobs: Knobs) -> dict:
     check_choice("embedding", knobs.embedding, EMBEDDINGS)
     # validated for the Hebbian rule too (a bad value is refused, not ignored); the rule has no
     # training knobs, and its records store zeros for them
-    train = knobs.train_config().identity()
+    train = train_fields(knobs.train_config())
     return dict(
         d=d,
         p=p,
@@ -344,11 +345,6 @@ def make_config(*, d, p, problem, model, kappa, knobs: Knobs) -> dict:
     )
 
 
-def _knobs_of(cfg: dict) -> dict:
-    # precision is in a config only when it is not the default (old records stay readable)
-    return {k: cfg[k] for k in ("steps", "lr", "init_scale", "precision") if k in cfg}
-
-
 def run_records(cfg: dict) -> list[dict]:
     """Run one config's vmapped ensemble; one record per seed, config embedded."""
     res = run_experiment(
@@ -359,8 +355,8 @@ def run_records(cfg: dict) -> list[dict]:
         kappa=cfg["kappa"] if cfg["model"] == "factored" else None,
         seeds=cfg["seeds"],
         seed0=cfg["seed0"],
-        # exactly the config's knobs (the Hebbian rule has none)
-        config=None if cfg["model"] == "hebbian" else TrainConfig(**_knobs_of(cfg)),
+        # exactly the config's settings (the Hebbian rule has none)
+        config=None if cfg["model"] == "hebbian" else sweep_settings(cfg),
         embedding=cfg["embedding"],
     )
     recs = []
