@@ -1,34 +1,65 @@
 """What counts as stored: a criterion on an instance's associations, one concept for the
 trainer's early stop, its results and the threshold search's float64 judgement.
 
-An association `mu` is stored when its own target outscores all its competitors. `AllStored`
-asks it of every association (the capacity's criterion); `Accuracy(x)` of a fraction `x` of
-them (Nichani, Lee and Bietti's protocol). Another criterion (a tail average of the listwise
-scores, say) is one more final subclass and its entry in `criterion_of`.
+A criterion is two choices: when one association counts as stored (`stored`, from its row of
+scores `S[mu, rho] = c^(mu)_rho . W e_mu`), and when an instance's count of stored associations
+meets it (`met`). `AllStored` and `Accuracy(x)` (Nichani, Lee and Bietti's protocol) take the
+top-1 test, the target above every competitor: the fused loss computes it, and the float64
+margins decide it, so no score matrix is formed for them. Another criterion (the tail average of
+the listwise scores, docs/science.md 2.6, say) is one more final subclass with its own `stored`
+and `top1 = False`, and its entry in `criterion_of`: the trainer and the search then judge it
+from the score matrix.
 """
 
 from __future__ import annotations
 
 import abc
+from typing import ClassVar
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from ._loss import outcome
 from ._validate import check_real
 from .solvers import stored_fraction
+
+
+HIGHEST = jax.lax.Precision.HIGHEST
 
 
 class AbstractCriterion(eqx.Module):
     """A success criterion on the stored associations of one instance."""
 
+    # whether `stored` is the top-1 test (then callers may use the fused loss's flags)
+    top1: ClassVar[bool] = True
+
+    def stored(self, S, n):
+        """Per association (a row of the `P x P` scores `S`, the first `n` real), whether it
+        counts as stored; a padded row counts as stored. By default the top-1 test: its target
+        (the diagonal) above every real competitor."""
+        return outcome(S, n).stored
+
+    def hits(self, S, n):
+        """The number of the first `n` associations that count as stored."""
+        flags = self.stored(S, n)
+        return jnp.sum(flags) - (flags.shape[-1] - n)
+
     @abc.abstractmethod
     def met(self, hits, n):
         """Whether `hits` stored associations out of `n` meet it (traced or numpy arrays)."""
 
-    @abc.abstractmethod
     def met64(self, cons, W, margin) -> np.ndarray:
-        """The float64 judgement of a batch of memories `W` on their constraints `cons`, given
-        `margin`, `verify`'s float64 normalised minimum margins: a boolean per instance."""
+        """The float64 judgement of a batch of memories `W` on their dense constraints `cons`
+        (`margin`: `verify`'s float64 normalised minimum margins, which a top-1 criterion may use
+        instead): a boolean per instance. By default `stored` on the float64 scores."""
+        with jax.enable_x64(True):
+            W = jnp.asarray(W, jnp.float64)
+            to64 = lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x
+            cons = jax.tree.map(to64, cons)
+            hits = jax.vmap(lambda c, w: self.hits(c.scores(w, HIGHEST), c.p))(cons, W)
+            return np.asarray(self.met(hits, cons.p)).copy()
 
 
 class AllStored(AbstractCriterion):

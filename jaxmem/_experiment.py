@@ -40,7 +40,8 @@ class Experiment(eqx.Module):
     seconds: float
 
     def to_json(self) -> dict:
-        """The config and per-seed lists of the outcome fields (no per-input detail)."""
+        """The config (the training settings whole under `train`) and per-seed lists of the
+        outcome fields (no per-input detail)."""
         outs = [o.to_json(detail=False) for o in self.outcomes]
         per = {k: [o[k] for o in outs] for k in outs[0]}
         return dict(
@@ -54,7 +55,7 @@ class Experiment(eqx.Module):
             seeds=len(self.outcomes),
             seed0=self.seed0,
             embedding=self.embedding,
-            **self.train,
+            train=self.train,
             **per,
             fraction_all_stored=float(np.mean(per["all_stored"])),
             seconds=self.seconds,

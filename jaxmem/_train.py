@@ -37,6 +37,9 @@ DEFAULT_LR = 3e-2
 DEFAULT_INIT_SCALE = 1e-3
 
 
+HIGHEST = jax.lax.Precision.HIGHEST
+
+
 class TrainConfig(eqx.Module):
     """What a training run does, as one validated value (docs/science.md, 2.6: the paper's
     protocol is Adam on the mean softmax cross-entropy, full batch, stopped at the first step
@@ -104,6 +107,17 @@ class TrainConfig(eqx.Module):
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["optimizer"] = getattr(self.optimizer, "__name__", repr(self.optimizer))
         return {k: v.item() if isinstance(v, np.generic) else v for k, v in out.items()}
+
+
+@eqx.filter_jit
+def _criterion_hits(crit, params, tasks, n):
+    """Whether each memory meets a criterion that is not top-1, from its score matrix."""
+
+    def one(prm, task):
+        S = task.score_matrix(prm.project(task.inputs, precision=HIGHEST), HIGHEST)
+        return crit.met(crit.hits(S, n), n)
+
+    return jax.lax.map(lambda x: one(*x), (params, tasks))
 
 
 # The training knobs a Hebbian record stores: the closed-form rule has none.
@@ -187,8 +201,13 @@ class AdamProtocol(AbstractEnsembleSolver):
         live = (st.done_step < 0) & ~st.diverged
         bad = ~(jnp.isfinite(loss) & _finite(grads))
         # padded rows count as stored: the criterion is over the first n
-        hits = jnp.sum(sc.stored) - (sc.stored.shape[0] - inst.n)
-        stored = criterion_of(cfg.accuracy).met(hits, inst.n) & ~bad
+        crit = criterion_of(cfg.accuracy)
+        if crit.top1:
+            hits = jnp.sum(sc.stored) - (sc.stored.shape[0] - inst.n)
+        else:
+            V = st.params.project(inst.task.inputs, precision=HIGHEST)
+            hits = crit.hits(inst.task.score_matrix(V, HIGHEST), inst.n)
+        stored = crit.met(hits, inst.n) & ~bad
         update = live & ~stored & ~bad & (st.t < self.steps)
         # the learning rate lives in the injected hyperparameters of opt_state
         updates, opt_state = self._opt(0.0).update(grads, st.opt_state, st.params)
@@ -433,9 +452,13 @@ def train(
     diverged = np.asarray(state.diverged) | ~finite
     all_stored = np.asarray(met.all_stored) & ~diverged
     accuracy = np.where(diverged, 0.0, np.asarray(met.stored).mean(axis=-1))
-    # `accuracy` is the stored fraction of the first n (0 where diverged), so the criterion
-    # takes it as hits out of 1
-    met_criterion = criterion_of(config.accuracy).met(accuracy, 1.0) & ~diverged
+    crit = criterion_of(config.accuracy)
+    if crit.top1:
+        # `accuracy` is the top-1 stored fraction of the first n (0 where diverged), so the
+        # criterion takes it as hits out of 1
+        met_criterion = crit.met(accuracy, 1.0) & ~diverged
+    else:
+        met_criterion = np.asarray(_criterion_hits(crit, state.params, tasks, n)) & ~diverged
     evaluations = int(np.asarray(state.t).max())
     return Run(
         model=state.params,

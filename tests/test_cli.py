@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 
+import jaxmem as jm
 import pytest
 from jaxmem.cli import main
 
@@ -32,6 +33,7 @@ def test_train_json_keys(capsys):
     ):
         assert k in obj
     assert len(obj["accuracy"]) == 2 and obj["d"] == 8 and obj["p"] == 12
+    assert obj["train"] == jm.TrainConfig(steps=50).identity()  # every setting it ran with
 
 
 def test_train_hebbian_and_factored(capsys):
