@@ -194,6 +194,8 @@ def test_a_criterion_that_is_not_top1_is_judged_from_its_own_scores(monkeypatch)
     want = [_tail_reference(W[i], E[i], U[i], 16, 3) for i in range(4)]
     np.testing.assert_array_equal(crit.met64(cons, W, None), want)
 
+    # the trainer's step is traced with its criterion: no program may outlive the patch
+    jax.clear_caches()
     monkeypatch.setattr(train_mod, "criterion_of", lambda accuracy: crit)
     run = jm.train("full", tasks, jm.TrainConfig(steps=1000))
     Wt = np.asarray(run.model.W, np.float64)
@@ -202,6 +204,7 @@ def test_a_criterion_that_is_not_top1_is_judged_from_its_own_scores(monkeypatch)
     np.testing.assert_array_equal(stopped, met)
     assert stopped.any()
     monkeypatch.undo()
+    jax.clear_caches()
     top1 = jm.train("full", tasks, jm.TrainConfig(steps=1000))
     steps = lambda r: [s if s is not None else 10**9 for s in r.steps_to_store]
     assert all(a <= b for a, b in zip(steps(run), steps(top1))) and steps(run) != steps(top1)
