@@ -1,4 +1,4 @@
-"""Regressions for the faults issue: records that describe exactly what ran, lossless command
+"""Faults a run must not have: records that describe exactly what ran, lossless command
 logs under concurrency, JSON without NaN, refused aliasing seeds, group-readable files, and
 invalid record files rerun instead of counted."""
 

@@ -1,6 +1,7 @@
 """The study: the max-margin solve against an exact QP (scipy SLSQP), the Hebbian threshold
-against a numpy recount, and the pipeline end to end at toy size (records, report, figures,
-and `jaxmem capacity DIR` reproducing the report's table)."""
+against a numpy recount, the pipeline end to end at toy size (records, report, figures,
+and `jaxmem capacity DIR` reproducing the report's table), and the figures' tables apart
+from their drawing."""
 
 import json
 import math
@@ -9,6 +10,7 @@ import os
 import jax
 import jax.numpy as jnp
 import jaxmem as jm
+import jaxmem.theory as th
 import numpy as np
 import pytest
 from jaxmem import search_thresholds, SearchPlan
@@ -149,3 +151,42 @@ def test_records_do_not_depend_on_the_number_of_worker_processes(tmp_path):
     assert len(os.listdir(tmp_path / "parallel" / "records")) == len(points)
     with pytest.raises(ValueError, match="jobs"):
         measure(points, jobs=0)
+
+
+def test_the_spectra_table_samples_its_three_laws_from_independent_keys(monkeypatch):
+    from jaxmem.study import _panels
+
+    seen = []
+    for name in ("qc_sample", "init_spectrum", "product_spectrum"):
+        real = getattr(th, name)
+
+        def spy(key, *a, _real=real, **k):
+            seen.append(jax.random.key_data(key).tobytes())
+            return _real(key, *a, **k)
+
+        monkeypatch.setattr(_panels.th, name, spy)
+    rec = dict(config=dict(problem="op", model="full", kappa=1.0, d=8), p=20, singular_values=[1.0, 1.5, 0.5])
+    rec.update(margin=0.1, margin_bound=0.2)
+    (table,) = _panels.spectra([rec], jax.random.key(0))
+    assert len(seen) == 3 and len(set(seen)) == 3
+    assert table["note"].startswith("full OP (d=8")
+
+
+def test_the_figures_only_draw_the_panels_tables():
+    """`_figures` imports neither the theory nor jax, nor selects records: every number it
+    draws is in a `ReportData`."""
+    import ast
+    import pathlib
+
+    from jaxmem.study import _figures
+
+    tree = ast.parse(pathlib.Path(_figures.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {
+        f"{n.module}.{a.name}" if n.module else a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom)
+        for a in n.names
+    }
+    assert not {x for x in imported if x.startswith("jax") or "theory" in x or x.endswith("select")}, imported
+    assert imported & {"_panels.ReportData"}, imported
