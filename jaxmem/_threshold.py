@@ -25,7 +25,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ._criteria import criterion_of
 from ._models import Factored, FullRank
 from ._tasks import alpha_of, p_from_alpha, Task
 from ._train import AdamProtocol, TrainConfig, TrainInstance
@@ -193,7 +192,7 @@ def _adam_round(tasks_b, ps, P, *, model_rank, decide_cfg, adam_cfg):
     W = jax.vmap(lambda prm: prm.weight())(st.params)
     _, margin, bound = verify(cons, W, decide_cfg.tol)
     ok = (np.asarray(st.done_step) >= 0) & ~np.asarray(st.diverged)
-    ok &= criterion_of(adam_cfg.accuracy).met64(cons, W, margin)
+    ok &= adam_cfg.criterion().met64(cons, W, margin)
     # Adam stores or fails within its budget; a failure is not a certificate
     status = np.where(ok, STORABLE, UNSTORABLE)
     return status, margin, bound, np.asarray(st.t)

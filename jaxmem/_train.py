@@ -21,7 +21,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Bool, Float, Int
 
-from ._criteria import criterion_of
+from ._criteria import AbstractCriterion, criterion_of
 from ._loss import cross_entropy
 from ._metrics import ensemble_metrics, Metrics
 from ._models import Factored, FullRank, memory_class, rank_of
@@ -101,6 +101,11 @@ class TrainConfig(eqx.Module):
         check_real("accuracy", self.accuracy, low=0.0, low_open=True, high=1.0)
         if self.stream not in (None, True, False):
             raise InvalidArgument(f"stream must be None, True or False, got {self.stream!r}")
+
+    def criterion(self) -> AbstractCriterion:
+        """What counts as stored for these settings (`criterion_of`): the one place a new
+        criterion's setting is read."""
+        return criterion_of(self.accuracy)
 
     def identity(self) -> dict:
         """Every field, as a record stores it (the optimizer by its name)."""
@@ -201,7 +206,7 @@ class AdamProtocol(AbstractEnsembleSolver):
         live = (st.done_step < 0) & ~st.diverged
         bad = ~(jnp.isfinite(loss) & _finite(grads))
         # padded rows count as stored: the criterion is over the first n
-        crit = criterion_of(cfg.accuracy)
+        crit = cfg.criterion()
         if crit.top1:
             hits = jnp.sum(sc.stored) - (sc.stored.shape[0] - inst.n)
         else:
@@ -452,7 +457,7 @@ def train(
     diverged = np.asarray(state.diverged) | ~finite
     all_stored = np.asarray(met.all_stored) & ~diverged
     accuracy = np.where(diverged, 0.0, np.asarray(met.stored).mean(axis=-1))
-    crit = criterion_of(config.accuracy)
+    crit = config.criterion()
     if crit.top1:
         # `accuracy` is the top-1 stored fraction of the first n (0 where diverged), so the
         # criterion takes it as hits out of 1
