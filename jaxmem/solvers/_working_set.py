@@ -323,13 +323,18 @@ def _certify64(cons: StreamedConstraints, C, valid, W):
     return mmin / (jnp.maximum(wn, jnp.finfo(W.dtype).tiny) * a), bound
 
 
+@jax.jit
+def _certify_batch64(cons, C, valid, W):
+    # one program per batch shape, traced once (a vmap built per call is traced at every call)
+    return jax.vmap(_certify64)(jax.tree.map(to64, cons), to64(C), valid, to64(W))
+
+
 def verify_working_set(inst: _WSInstance, st: _WSState, tol: float):
     """Both certificates of a batch recomputed in float64: `(status, margin, margin_bound)`;
     storable when every one of the `p (p - 1)` margins is positive, else unstorable when the
     working set's multipliers bound `gamma*` below `tol`."""
     with jax.enable_x64(True):
-        f = jax.vmap(_certify64)
-        margin, bound = f(jax.tree.map(to64, inst.cons), to64(st.C), st.valid, to64(st.opt.X))
+        margin, bound = _certify_batch64(inst.cons, st.C, st.valid, st.opt.X)
         margin, bound = np.asarray(margin).copy(), np.asarray(bound).copy()
     status = np.where(margin > 0, STORABLE, np.where(bound < tol, UNSTORABLE, UNDECIDED))
     return status, margin, bound
