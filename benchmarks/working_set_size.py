@@ -1,7 +1,8 @@
 """The working set's size `k` against the dense decider on the same instances: one batch of
 decisions at `(d, p)`, each decider compiled by a first run and timed by a second, with each
-instance's verdict, iterations, and the most competitors of one input below margin 1 at the
-memory found (what `k` must hold for the restricted loss to be the whole loss there).
+instance's verdict, iterations, and at the memory found the competitors below margin 1 per input:
+the most on one input (what `k` must hold for the restricted loss to be the whole loss there),
+their mean, and how many inputs have more than 16.
 
     python benchmarks/working_set_size.py --d 128 --p 1850 --problem op --n 4 --k 32 64
     python benchmarks/working_set_size.py --d 64 --p 565 --problem dp --n 8 --k 32 64
@@ -19,11 +20,11 @@ from _common import write
 from jaxmem.solvers import batch_constraints, outer_pass
 
 
-def most_active(tasks, p, W):
-    """Per instance, the most margins below 1 of one input at `W`."""
+def active_counts(tasks, p, W):
+    """Per instance and input, the number of competitors below margin 1 at `W`."""
     cons = batch_constraints(tasks, np.full(tasks.inputs.shape[0], p), p, stream=True)
     W = jnp.asarray(W, tasks.inputs.dtype)
-    return np.asarray(jax.jit(jax.vmap(lambda c, w: outer_pass(c, w, 1)[3].max()))(cons, W))
+    return np.asarray(jax.jit(jax.vmap(lambda c, w: outer_pass(c, w, 1)[3]))(cons, W))
 
 
 def main():
@@ -48,7 +49,8 @@ def main():
         t = time.perf_counter()
         dec = jm.decide(tasks, p=a.p, config=cfg)
         again = time.perf_counter() - t
-        act = most_active(tasks, a.p, dec.weight)
+        counts = active_counts(tasks, a.p, dec.weight)
+        act, mean, above = counts.max(axis=1), counts.mean(axis=1).round(1), (counts > 16).sum(axis=1)
         rows.append(
             dict(
                 k=k,
@@ -57,13 +59,16 @@ def main():
                 status=dec.status.tolist(),
                 iterations=dec.iterations.tolist(),
                 most_active=act.tolist(),
+                mean_active=mean.tolist(),
+                above_16=above.tolist(),
             )
         )
         name = "dense" if k is None else f"working set k={k}"
         print(
             f"{a.problem} d={a.d} p={a.p}, {a.n} instances, {name}: {again:.1f} s "
             f"(first run {first:.1f} s); status {dec.status.tolist()}; iterations "
-            f"{dec.iterations.tolist()}; most below margin 1 on one input {act.tolist()}",
+            f"{dec.iterations.tolist()}; most below margin 1 on one input {act.tolist()}, mean "
+            f"{mean.tolist()}, inputs with more than 16 {above.tolist()}",
             flush=True,
         )
     print("written", write(f"working_set_size_{a.problem}_{a.d}", dict(rows=rows, argv=sys.argv)))
