@@ -176,3 +176,28 @@ def test_a_sweep_record_holds_every_training_setting_and_runs_with_exactly_those
     assert seen == [] and legacy.get(cfg) is not None
     other = make_config(d=8, p=10, problem="op", model="full", kappa=None, knobs=Knobs(seeds=2))
     assert legacy.get(other) is None  # "highest" is another unit
+
+
+def test_sweeps_with_different_settings_are_never_pooled():
+    """Ensembles that differ in a training setting or the embedding are separate rows (with
+    their `setup`); an older config and a whole one that ran the same are one point."""
+    from jaxmem.study import make_config
+
+    def recs(knobs, p, stored, legacy=False):
+        cfg = make_config(d=8, p=p, problem="op", model="full", kappa=None, knobs=knobs)
+        if legacy:
+            cfg = {
+                k: v for k, v in cfg.items() if k in ("d", "p", "problem", "model", "kappa", "steps", "lr")
+            }
+            cfg.update(init_scale=Knobs().init_scale, seeds=2, seed0=0, embedding="gaussian")
+        return [
+            dict(config=cfg, seed=s, all_stored=ok, accuracy=1.0 if ok else 0.9)
+            for s, ok in enumerate(stored)
+        ]
+
+    base, short = Knobs(seeds=2), Knobs(seeds=2, steps=300)
+    records = []
+    for p, ok in ((10, [True, True]), (20, [True, False]), (40, [False, False])):
+        records += recs(base, p, ok) + recs(short, p, ok) + recs(base, p, ok, legacy=True)
+    rows = estimate(records, n_boot=20, theory=False)
+    assert sorted((r["setup"], r["n_runs"]) for r in rows) == [("steps 300", 6), ("—", 12)]

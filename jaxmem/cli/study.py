@@ -46,7 +46,9 @@ def print_rows(rows, file=sys.stdout):
     """The rows of a folder of sweep records (logistic estimates)."""
     from ..study import theory_verdict
 
-    _print_table(rows, _HEAD + _TAIL + [("verdict", 0, theory_verdict)], file)
+    _print_table(
+        rows, _HEAD + [("setup", 20, lambda r: r["setup"])] + _TAIL + [("verdict", 0, theory_verdict)], file
+    )
 
 
 def _print_threshold_rows(rows, file=sys.stdout):

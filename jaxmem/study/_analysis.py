@@ -15,7 +15,17 @@ import numpy as np
 from .. import theory as th
 from .._tasks import alpha_of, p_from_alpha
 from .._threshold import guess_p, median_capacity
-from ._records import criterion, finite_or_none, flat_settings, HEAD_FIELDS, normal_records, point_key, select
+from .._train import TrainConfig
+from ._records import (
+    criterion,
+    finite_or_none,
+    flat_settings,
+    HEAD_FIELDS,
+    normal_records,
+    point_key,
+    select,
+    train_fields,
+)
 
 
 # the records of the paper's main measurement: certified, full rank, Gaussian embeddings
@@ -330,8 +340,22 @@ class CapacityRow(Mapping):
         return dict(self._fields)
 
 
+_SWEEP_DEFAULTS = dict(train_fields(TrainConfig()), embedding="gaussian")
+
+
+def sweep_setup(cfg: dict) -> str:
+    """The settings of a sweep config that differ from the defaults (`"steps 300, lr 0.1"`;
+    `"—"` for none): training fields (an older config's missing ones at their defaults, which
+    it ran with; the Hebbian rule has none) and the embedding."""
+    keys = ["embedding"] if cfg["model"] == "hebbian" else list(_SWEEP_DEFAULTS)
+    parts = [f"{k} {cfg[k]}" for k in keys if k in cfg and cfg[k] != _SWEEP_DEFAULTS[k]]
+    return ", ".join(parts) or "—"
+
+
 def group_key(cfg):
-    return (cfg["d"], cfg["problem"], cfg["model"], round(cfg["kappa"], 6))
+    """What makes a sweep's measurement point: `(d, problem, model, kappa, setup)`. Ensembles
+    that differ in any setting are never pooled; seed ranges are."""
+    return (cfg["d"], cfg["problem"], cfg["model"], round(cfg["kappa"], 6), sweep_setup(cfg))
 
 
 def estimate(records: list[dict], *, seed: int = 0, n_boot: int = N_BOOT, theory: bool = True) -> list[dict]:
@@ -342,7 +366,7 @@ def estimate(records: list[dict], *, seed: int = 0, n_boot: int = N_BOOT, theory
         groups[group_key(r["config"])].append(r)
     rng = np.random.default_rng(seed)
     rows = []
-    for (d, problem, model, kappa), recs in sorted(groups.items()):
+    for (d, problem, model, kappa, how), recs in sorted(groups.items()):
         by_p = defaultdict(list)
         for r in recs:
             by_p[r["config"]["p"]].append(r)
@@ -368,6 +392,7 @@ def estimate(records: list[dict], *, seed: int = 0, n_boot: int = N_BOOT, theory
             problem=problem,
             model=model,
             kappa=kappa,
+            setup=how,
             p_c=p_c,
             alpha_c=_alpha(p_c, d),
             ci_low=float(np.percentile(boots, 2.5)) if boots.size else None,
@@ -419,12 +444,12 @@ def public(rows):
 
 
 def compare_op_dp(rows):
-    """Per d, alpha_hat(OP) - alpha_hat(DP) for full-rank memories with a bootstrap CI."""
+    """Per d and setup, alpha_hat(OP) - alpha_hat(DP) for full-rank memories with a bootstrap CI."""
     out = []
-    full = {(r["d"], r["problem"]): r for r in rows if r["model"] == "full"}
-    for d in sorted({d for d, _ in full}):
-        if (d, "op") in full and (d, "dp") in full:
-            a, b = full[(d, "op")], full[(d, "dp")]
+    full = {(r["d"], r["setup"], r["problem"]): r for r in rows if r["model"] == "full"}
+    for d, how in sorted({(d, how) for d, how, _ in full}):
+        if (d, how, "op") in full and (d, how, "dp") in full:
+            a, b = full[(d, how, "op")], full[(d, how, "dp")]
             n = min(len(a.boot), len(b.boot))
             diff = a.boot[:n] - b.boot[:n]
             lo, hi = (
@@ -433,6 +458,7 @@ def compare_op_dp(rows):
             out.append(
                 dict(
                     d=d,
+                    setup=how,
                     diff=a["alpha_c"] - b["alpha_c"],
                     ci_low=lo,
                     ci_high=hi,

@@ -116,12 +116,13 @@ def _sweep_section(rows, figure: str, n: int) -> list[str]:
         "ln p crosses 1/2, with a bootstrap 95% CI over runs; meaningful only where the grid brackets "
         "the transition (some loads below 1/2, some above).",
         "",
-        "| d | problem | model | kappa | runs | alpha_c | 95% CI | bracketed | alpha_c(p_c) theory |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| d | problem | model | kappa | setup | runs | alpha_c | 95% CI | bracketed | alpha_c(p_c) theory |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         L.append(
-            f"| {r['d']} | {r['problem'].upper()} | {r['model']} | {r['kappa']:.2f} | {r['n_runs']} | "
+            f"| {r['d']} | {r['problem'].upper()} | {r['model']} | {r['kappa']:.2f} | {r['setup']} | "
+            f"{r['n_runs']} | "
             f"{fmt(r['alpha_c'])} | [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}] | "
             f"{'yes' if r['bracketed'] else 'no'} | {fmt(r.get('theory_alpha_c'))} |"
         )
