@@ -22,11 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._loss import outcome
+from ._metrics import HIGHEST
 from ._validate import check_real
-from .solvers import stored_fraction
-
-
-HIGHEST = jax.lax.Precision.HIGHEST
+from .solvers import stored_fraction, to64
 
 
 class AbstractCriterion(eqx.Module):
@@ -55,9 +53,7 @@ class AbstractCriterion(eqx.Module):
         (`margin`: `verify`'s float64 normalised minimum margins, which a top-1 criterion may use
         instead): a boolean per instance. By default `stored` on the float64 scores."""
         with jax.enable_x64(True):
-            W = jnp.asarray(W, jnp.float64)
-            to64 = lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x
-            cons = jax.tree.map(to64, cons)
+            W, cons = to64(jnp.asarray(W)), jax.tree.map(to64, cons)
             hits = jax.vmap(lambda c, w: self.hits(c.scores(w, HIGHEST), c.p))(cons, W)
             return np.asarray(self.met(hits, cons.p)).copy()
 

@@ -12,6 +12,7 @@ from jax import lax
 
 from ._loss import scores
 from ._tasks import Task
+from .solvers import to64
 
 
 HIGHEST = lax.Precision.HIGHEST
@@ -99,7 +100,6 @@ def ensemble_metrics(
     if recheck and tasks.inputs.dtype != jnp.float64:
         idx = np.flatnonzero(met.near_tie)
         if idx.size:
-            to64 = lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x
             with jax.enable_x64(True):
                 sub = jax.tree.map(lambda x: to64(jnp.asarray(x)[idx]), (models, tasks))
                 met64 = jax.tree.map(np.asarray, _ensemble_metrics(*sub, batch_size, tie_rtol, real))

@@ -23,7 +23,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from ._criteria import AbstractCriterion, criterion_of
 from ._loss import cross_entropy
-from ._metrics import ensemble_metrics, Metrics
+from ._metrics import ensemble_metrics, HIGHEST, Metrics
 from ._models import Factored, FullRank, memory_class, rank_of
 from ._precision import PRECISIONS
 from ._tasks import Task
@@ -35,9 +35,6 @@ from .solvers._runner import AbstractEnsembleSolver, run_ensemble
 DEFAULT_STEPS = 5000
 DEFAULT_LR = 3e-2
 DEFAULT_INIT_SCALE = 1e-3
-
-
-HIGHEST = jax.lax.Precision.HIGHEST
 
 
 class TrainConfig(eqx.Module):

@@ -14,6 +14,7 @@ from ._decide import (
     MAX_TOL,
     STATUS,
     stored_fraction,
+    to64,
     verify,
 )
 from ._dispatch import choose_decider, decide, decider_parts, DeciderParts

@@ -281,6 +281,8 @@ class Decider(AbstractEnsembleSolver):
 
 
 def to64(x):
+    """`x` in float64 if it is floating, else as it is (integer and boolean arrays keep their
+    type): the one cast of the float64 rechecks."""
     x = jnp.asarray(x)
     return x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x
 

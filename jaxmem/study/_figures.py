@@ -148,25 +148,11 @@ def fig_spectra(data: ReportData, out):
             else rf"truncated QC, $\kappa$={g['kappa']:.2f}"
         )
         ax.plot(g["grid"], g["density"], "k-", label=label)
-        ax.hist(
-            g["finite"],
-            bins=25,
-            density=True,
-            histtype="step",
-            color="C2",
-            lw=1.5,
-            label=f"finite p/d = {g['p'] / g['d']:.1f}",
-        )
-        ax.hist(
-            g["initialisation"],
-            bins=25,
-            density=True,
-            histtype="step",
-            color="C3",
-            ls="--",
-            lw=1.2,
-            label="initialisation",
-        )
+        for key, color, ls, lw, label in (
+            ("finite", "C2", "-", 1.5, f"finite p/d = {g['p'] / g['d']:.1f}"),
+            ("initialisation", "C3", "--", 1.2, "initialisation"),
+        ):
+            ax.hist(g[key], bins=25, density=True, histtype="step", color=color, ls=ls, lw=lw, label=label)
         ax.set_xlabel(r"singular value / $\sqrt{d}$")
         ax.set_ylabel("density")
         ax.set_title(f"{g['model']} {g['problem'].upper()}, d={g['d']}, p* ~ {g['p']}", fontsize=10)
