@@ -30,6 +30,9 @@ from .solvers import (
     DecideConfig,
     Decider,
     Decision,
+    max_margin,
+    MaxMargin,
+    MaxMarginConfig,
     run_ensemble,
     WorkingSetDecider,
 )

@@ -3,7 +3,7 @@ storability decision, the one L-BFGS under both deciders, the dense and working-
 with their float64 certificates, and the max-margin solver. The step-level pieces are public
 for the benchmarks that time them."""
 
-from ._constraints import batch_constraints, Constraints, constraints, StreamedConstraints
+from ._constraints import batch_constraints, Constraints, constraints, StreamedConstraints, task_prefixes
 from ._decide import (
     decide_constraints,
     DecideConfig,
@@ -28,7 +28,14 @@ from ._lbfgs import (
     Linear,
     Streamed,
 )
-from ._margin import LAMBDAS, max_margin
+from ._margin import (
+    MARGIN_STATUS,
+    max_margin,
+    max_margin_constraints,
+    MaxMargin,
+    MaxMarginConfig,
+    newton_matrix,
+)
 from ._runner import AbstractEnsembleSolver, bucket, init_states, run_ensemble
 from ._working_set import (
     outer_pass,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
@@ -99,6 +100,22 @@ def constraints(task: Task, p, P: int | None = None) -> Constraints:
     if P > task.p:
         raise InvalidArgument(f"P must be <= task.p = {task.p}, got {P}")
     return Constraints(task.inputs[:P], task.table(P), jnp.asarray(p, jnp.int32))
+
+
+def task_prefixes(tasks: Task, p, model: str = "full") -> np.ndarray:
+    """The prefix size `p` of each task of a batch (`p`: one integer, one per task, or `None` for
+    all of them), checked with the batch and the model name: the solvers' one argument check."""
+    if tasks.inputs.ndim != 3:
+        raise InvalidArgument("tasks must be a batch from make_tasks (leading ensemble axis)")
+    n, P, _ = tasks.inputs.shape
+    if model not in ("full", "factored"):
+        raise InvalidArgument(f"model must be 'full' or 'factored', got {model!r}")
+    if p is not None and np.ndim(p) and np.shape(p) != (n,):
+        raise InvalidArgument(f"p must be one integer or one per task ({n}), got shape {np.shape(p)}")
+    ps = np.broadcast_to(np.asarray(P if p is None else p), (n,))
+    if not (np.issubdtype(ps.dtype, np.integer) and np.all((ps >= 2) & (ps <= P))):
+        raise InvalidArgument(f"p must be integers in [2, {P}], got {ps.tolist()}")
+    return ps
 
 
 def batch_constraints(

@@ -19,12 +19,11 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
-import numpy as np
 
 from .._models import resolve_kappa
 from .._tasks import Task
 from .._validate import InvalidArgument
-from ._constraints import batch_constraints
+from ._constraints import batch_constraints, task_prefixes
 from ._decide import conclude, DecideConfig, Decision, decision_instances, resize_states
 from ._runner import run_ensemble
 from ._working_set import conclude_working_set, resize_working_set, working_set_instances
@@ -110,20 +109,12 @@ def decide(
 
     **Returns:** a `Decision` with one entry per task.
     """
-    if tasks.inputs.ndim != 3:
-        raise InvalidArgument("tasks must be a batch from make_tasks (leading ensemble axis)")
-    n, P, d = tasks.inputs.shape
-    if model not in ("full", "factored"):
-        raise InvalidArgument(f"model must be 'full' or 'factored', got {model!r}")
-    if p is not None and np.ndim(p) and np.shape(p) != (n,):
-        raise InvalidArgument(f"p must be one integer or one per task ({n}), got shape {np.shape(p)}")
+    ps = task_prefixes(tasks, p, model)
+    d = tasks.inputs.shape[-1]
     if model == "factored" and config.stream:
         raise InvalidArgument(
             "config.stream: a factored memory is decided on dense constraints only (stream=True streams them)"
         )
-    ps = np.broadcast_to(np.asarray(P if p is None else p), (n,))
-    if not (np.issubdtype(ps.dtype, np.integer) and np.all((ps >= 2) & (ps <= P))):
-        raise InvalidArgument(f"p must be integers in [2, {P}], got {ps.tolist()}")
     m, _ = resolve_kappa(model, d, kappa)
     parts = decider_parts(config, d=d, problem=tasks.problem, rank=m if model == "factored" else None)
     solver, inst = parts.instances(tasks, jnp.asarray(ps), int(ps.max()), W0=W0)

@@ -1,24 +1,39 @@
-"""The max-margin memory of a storable instance (docs/science.md, 2.3 and 2.7).
+"""The max-margin memory of a storable instance, certified to a stated gap (docs/science.md, 2.7,
+"The max-margin memory").
 
-The law of 2.3 describes the optimal memory at capacity: the `W` that maximises the normalised
-margin `gamma(W) = min_i <W, A_i> / (|W|_F a)` over the constraints of the decision solver. It is
-found as the limit of the regularised squared hinge
+With `B_i = A_i / a` (`a` the root-mean-square `|A_i|_F`), the hard-margin problem
 
-    L_lam(W) = sum_i (1 - <W, A_i> / (a g))_+^2 + lam |W|_F^2,
+    minimise |X|_F^2 / 2   subject to   <X, B_i> >= 1 for every constraint i
 
-whose minimiser, rescaled, tends to the max-margin direction as `lam -> 0` (the L2 support
-vector machine path), by continuation in `lam` with warm starts (L-BFGS of optimistix, float64).
-`g` is the current estimate of `gamma*`, reset to the margin reached before each stage: margins
-of 1 then need `|W|_F ~ g / gamma* ~ 1`, which keeps every stage well scaled where `gamma*` is
-tiny (1e-4 at capacity), and the violations at the solution are of relative order `lam`.
-The result is certified both ways, as the decision solver's certificates are: `gamma(W)` is a
-lower bound on `gamma*`, and the residuals `r_i = (1 - <W, A_i>/a)_+` normalised to sum 1 are
-multipliers whose `|sum_i r_i A_i|_F / (a sum_i r_i)` bounds `gamma*` above; their ratio says
-how far from the maximum the memory is.
+is strictly convex; its solution `X*` is unique and `gamma* = 1 / |X*|_F` is the best normalised
+margin. Its Lagrange dual is `max_{lambda >= 0} sum lambda - |sum lambda_i B_i|^2 / 2`. Both sides
+certify:
 
-For `W = Q R^T` of rank `m` the same objective in `(Q, R)` is not convex: it starts from the
-rank-`m` truncated SVD of the full-rank max-margin memory and finds a local maximiser of the
-margin, which is what a rank-constrained memory at its certified threshold holds.
+- **below**: any `X` with every margin positive has `gamma(X) = min_i <X, B_i> / |X|_F <= gamma*`;
+- **above**: any `lambda >= 0` has `gamma* <= |sum_i lambda_i B_i|_F / sum_i lambda_i` (Gordan's
+  bound of the deciders: `min_i <W, B_i> <= <W, G>` for a convex combination `G`).
+
+`gap = 1 - gamma(X) / bound` is then a certified relative distance from the optimum, and the
+solver stops when it is below `MaxMarginConfig.gap`.
+
+The solver is a primal-dual interior-point method (Mehrotra's predictor-corrector) on all
+`p (p - 1)` constraints, in float64. Each iteration solves one Newton system in the `n = d^2`
+unknowns, `(I + B^T D B) dX = r`, `D = lambda / s`; the constraints are rank one,
+`B_{mu rho} = a_{mu rho} e_mu^T / a`, so the matrix is `I + sum_mu G_mu (x) e_mu e_mu^T / a^2`
+with `G_mu = sum_rho D_{mu rho} a_{mu rho} a_{mu rho}^T`: `O(p^2 d^2 + p d^4)` to form and
+`O(d^6)` to factor (one Cholesky serves both the predictor and the corrector). That is under a
+second per iteration at d = 64, and the iteration count (about 20) hardly depends on how
+ill-conditioned the problem is near the capacity, where first-order methods crawl. It is meant for
+`d <= 64` (the `d^2 x d^2` matrix is 2 GiB at d = 128).
+
+A rank-`m` memory `W = Q R^T` has no convex max-margin problem. From the better of the rank-`m`
+truncated SVD of the full-rank optimum and the decider's rank-`m` memory (near the rank-`m`
+threshold the truncation often stores nothing), it alternates two convex problems of the same
+form: `Q` with `R` fixed (orthonormal columns, so `|Q R^T|_F = |Q|_F`: inputs `R^T e_mu`) and
+`R` with `Q` fixed (candidates `Q^T c`). Each is solved exactly, so the margin never decreases. The result
+is a certified lower bound on the rank-`m` optimum (an explicit rank-`m` memory); the full-rank bound
+is an upper bound on it, and their gap says how far the rank constraint and the local search
+leave it below the full-rank optimum.
 """
 
 from __future__ import annotations
@@ -27,125 +42,312 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
+from jax import lax
 
-from .._validate import check_int, InvalidArgument
-from ._constraints import Constraints
+from .._models import resolve_kappa
+from .._validate import check_int, check_real, InvalidArgument
+from ._constraints import batch_constraints, Constraints, HIGHEST, task_prefixes
+from ._decide import decide_constraints, to64
 
 
-LAMBDAS = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001)
+MARGIN_STATUS = ("converged", "unstorable", "unconverged")
+CONVERGED, UNSTORABLE, UNCONVERGED = 0, 1, 2
+
+
+class MaxMarginConfig(eqx.Module):
+    """Settings of the max-margin solver.
+
+    **Arguments:**
+
+    - `gap`: stop once `1 - margin / margin_bound <= gap` (certified both ways).
+    - `max_iter`: interior-point iterations per solve.
+    - `tol`: an instance whose upper bound on the normalised margin falls below `tol` is
+      unstorable (as `DecideConfig.tol`).
+    - `rank_rounds`: alternations of `Q` and `R` for a rank-`m` memory.
+    - `active`: a constraint counts as active when its margin is below `1 + active` at the memory
+      scaled to least margin 1.
+    """
+
+    gap: float = 1e-2
+    max_iter: int = 100
+    tol: float = 1e-5
+    rank_rounds: int = 10
+    active: float = 1e-2
+
+    def __check_init__(self):
+        check_real("gap", self.gap, low=0.0, low_open=True, high=1.0)
+        check_int("max_iter", self.max_iter, 1)
+        check_real("tol", self.tol, low=0.0, low_open=True, high=1e-3)
+        check_int("rank_rounds", self.rank_rounds, 0)
+        check_real("active", self.active, low=0.0, low_open=True, high=1.0)
 
 
 class MaxMargin(eqx.Module):
-    """Max-margin memories of a batch (numpy arrays, host side).
+    """Max-margin memories of a batch (numpy arrays, host side, float64).
 
-    - `weight`: `(n, d, d)`, the memories (for rank `m`, the product `Q R^T`).
-    - `margin`: `gamma(W)`, the normalised min margin in float64 (a lower bound on `gamma*`).
-    - `margin_bound`: the multipliers' upper bound on `gamma*`.
-    - `converged`: every stage of the continuation met its tolerance.
+    - `weight`: `(n, d, d)`, the memories scaled so that their least margin is 1 (for rank `m`,
+      the product `Q R^T`).
+    - `margin`: the normalised least margin `gamma(W)`, a certified lower bound on `gamma*`
+      (on the rank-`m` optimum for a factored memory).
+    - `margin_bound`: the dual multipliers' certified upper bound on `gamma*` (full rank).
+    - `gap`: `1 - margin / margin_bound`.
+    - `active`: `(n, P)`, per input the constraints with margin below `1 + config.active` at
+      `weight` (rows `>= p` are 0).
+    - `status`: 0 converged (`gap <= config.gap`; for rank `m`, the full-rank solve), 1 unstorable
+      (`margin_bound < config.tol`), 2 not converged within `max_iter`.
+    - `iterations`: interior-point iterations (all solves).
     """
 
     weight: np.ndarray
     margin: np.ndarray
     margin_bound: np.ndarray
-    converged: np.ndarray
+    gap: np.ndarray
+    active: np.ndarray
+    status: np.ndarray
+    iterations: np.ndarray
 
 
-def _objective(cons: Constraints, a, lam, W):
-    m = cons.margins(W) / a
-    r = jnp.where(cons.mask, jnp.maximum(1.0 - m, 0.0), 0.0)
-    return jnp.sum(r * r) + lam * jnp.sum(W * W)
+def newton_matrix(cons: Constraints, D, a):
+    """`I + B^T D B` in the `d^2` entries of `X` (row-major): `sum_mu G_mu (x) e_mu e_mu^T / a^2`
+    plus the identity, with `G_mu = sum_rho D[mu, rho] a_{mu rho} a_{mu rho}^T` and `D` zero off
+    the mask."""
+    E = cons.inputs
+    P, n2 = E.shape
+    C = cons.candidates
+    n1 = C.shape[-1]
+    sD = D.sum(axis=1)
+    if cons.decoupled:
+        t = jnp.diagonal(C, axis1=0, axis2=1).T
+        Dc = jnp.einsum("mr,mrj->mj", D, C, precision=HIGHEST)
+        CDC = jnp.einsum("mrj,mrl->mjl", D[:, :, None] * C, C, precision=HIGHEST)
+    else:
+        t = C
+        Dc = jnp.matmul(D, C, precision=HIGHEST)
+        UU = (C[:, :, None] * C[:, None, :]).reshape(P, n1 * n1)
+        CDC = jnp.matmul(D, UU, precision=HIGHEST).reshape(P, n1, n1)
+    tDc = t[:, :, None] * Dc[:, None, :]
+    G = sD[:, None, None] * t[:, :, None] * t[:, None, :] - tDc - jnp.swapaxes(tDc, 1, 2) + CDC
+    EE = (E[:, :, None] * E[:, None, :]).reshape(P, n2 * n2)
+    H = jnp.matmul(G.reshape(P, n1 * n1).T, EE, precision=HIGHEST)
+    H = H.reshape(n1, n1, n2, n2).transpose(0, 2, 1, 3).reshape(n1 * n2, n1 * n2)
+    return H / (a * a) + jnp.eye(n1 * n2, dtype=H.dtype)
 
 
-def _certify(cons: Constraints, a, g, W):
-    """`(gamma(W), the multipliers' bound, |W|_F)`; the residuals are those of scale `g`."""
-    m = cons.margins(W) / a
-    norm = jnp.linalg.norm(W)
-    lower = jnp.min(jnp.where(cons.mask, m, jnp.inf)) / norm
-    r = jnp.where(cons.mask, jnp.maximum(1.0 - m / g, 0.0), 0.0)
-    upper = jnp.linalg.norm(cons.adjoint(r)) / (a * jnp.sum(r))
-    return lower, upper, norm
+def _to_boundary(v, dv, mask):
+    """The largest step in `(0, 1]` keeping `v + t dv >= 0` on the mask."""
+    t = jnp.where(mask & (dv < 0), -v / jnp.where(dv < 0, dv, -1.0), jnp.inf)
+    return jnp.minimum(1.0, jnp.min(t))
 
 
-def _solve(fn, bounds, y0, g0, lams, max_steps):
-    """Continuation in `lam`; before each stage the margin scale `g` is reset to the current
-    normalised margin (when positive) and the iterate normalised to `|W|_F = 1`, where every
-    margin is then at least 1: each stage starts feasible, at the scale of its solution.
-    Returns the last iterate, the tightest upper bound met on the way (any multipliers bound
-    `gamma*`) and whether every stage converged."""
-    solver = optx.LBFGS(rtol=1e-9, atol=1e-15)
-    ok, y, g, upper = jnp.array(True), y0, g0, jnp.inf
-    for lam in lams:
-        gam, _, norm = bounds(y, g)
-        positive = gam > 0
-        g = jnp.where(positive, gam, g)
-        factor = jnp.where(positive, 1.0 / norm, 1.0)
-        factor = jnp.sqrt(factor) if isinstance(y, tuple) else factor
-        y = jax.tree.map(lambda x: x * factor, y)
-        sol = optx.minimise(lambda y, g: fn(lam, g, y), solver, y, g, max_steps=max_steps, throw=False)
-        y = sol.value
-        upper = jnp.minimum(upper, bounds(y, g)[1])
-        ok &= sol.result == optx.RESULTS.successful
-    return y, upper, ok
+class _IPM(eqx.Module):
+    X: jax.Array
+    s: jax.Array
+    lam: jax.Array
+    lower: jax.Array
+    upper: jax.Array
+    it: jax.Array
+
+
+def _bounds(cons: Constraints, a, X, lam):
+    """`(gamma(X), |sum lambda_i B_i| / sum lambda_i)`."""
+    M = jnp.where(cons.mask, cons.margins(X) / a, jnp.inf)
+    lower = jnp.min(M) / jnp.maximum(jnp.linalg.norm(X), jnp.finfo(X.dtype).tiny)
+    lsum = jnp.sum(lam)
+    G = cons.adjoint(jnp.where(cons.mask, lam, 0.0)) / a
+    upper = jnp.where(lsum > 0, jnp.linalg.norm(G) / jnp.where(lsum > 0, lsum, 1.0), jnp.inf)
+    return lower, upper
+
+
+def interior_point(cons: Constraints, a, gap: float, tol: float, max_iter: int) -> _IPM:
+    """The hard-margin problem of one instance by Mehrotra's predictor-corrector, float64, from
+    `X = 0`, slacks and multipliers 1 (an infeasible start). Stops when the certified gap is at
+    most `gap`, the upper bound is below `tol` (unstorable) or after `max_iter` iterations;
+    `upper` is the least bound met on the way (every iterate's multipliers are valid)."""
+    mask = cons.mask
+    f = mask.astype(a.dtype)
+    n = jnp.sum(f)
+    n1, n2 = cons.candidates.shape[-1], cons.inputs.shape[1]
+    B = lambda X: jnp.where(mask, cons.margins(X) / a, 0.0)
+    Bt = lambda L: cons.adjoint(jnp.where(mask, L, 0.0)) / a
+
+    def body(st: _IPM) -> _IPM:
+        X, s, lam = st.X, st.s, st.lam
+        r_d = X - Bt(lam)
+        r_p = jnp.where(mask, B(X) - s - 1.0, 0.0)
+        D = jnp.where(mask, lam / s, 0.0)
+        chol = jax.scipy.linalg.cho_factor(newton_matrix(cons, D, a))
+        mu = jnp.sum(s * lam * f) / n
+
+        def direction(q):
+            rhs = -r_d - Bt(q / s + D * r_p)
+            dX = jax.scipy.linalg.cho_solve(chol, rhs.ravel()).reshape(n1, n2)
+            ds = jnp.where(mask, B(dX) + r_p, 0.0)
+            return dX, ds, jnp.where(mask, -(q + lam * ds) / s, 0.0)
+
+        _, ds, dl = direction(s * lam * f)
+        t = jnp.minimum(_to_boundary(s, ds, mask), _to_boundary(lam, dl, mask))
+        mu_aff = jnp.sum((s + t * ds) * (lam + t * dl) * f) / n
+        sigma = (mu_aff / mu) ** 3
+        dX, ds, dl = direction((s * lam + ds * dl - sigma * mu) * f)
+        t = 0.99 * jnp.minimum(_to_boundary(s, ds, mask), _to_boundary(lam, dl, mask))
+        X, s, lam = X + t * dX, jnp.where(mask, s + t * ds, 1.0), jnp.where(mask, lam + t * dl, 0.0)
+        lower, upper = _bounds(cons, a, X, lam)
+        return _IPM(X, s, lam, lower, jnp.minimum(st.upper, upper), st.it + 1)
+
+    def cond(st: _IPM):
+        done = ((st.lower > 0) & (st.lower >= (1.0 - gap) * st.upper)) | (st.upper < tol)
+        return ~done & (st.it < max_iter)
+
+    dtype = a.dtype
+    X0 = jnp.zeros((n1, n2), dtype)
+    inf = jnp.asarray(jnp.inf, dtype)
+    st = _IPM(X0, jnp.ones(mask.shape, dtype), f, -inf, inf, jnp.array(0, jnp.int32))
+    return lax.while_loop(cond, body, st)
 
 
 @eqx.filter_jit
-def _full(cons: Constraints, scale, lams, max_steps):
-    def one(c, g):
-        a = c.rms_norm()
-        W0 = jnp.zeros(2 * c.inputs.shape[-1:])
-        fn = lambda lam, g, W: _objective(c, a * g, lam, W)
-        W, upper, ok = _solve(fn, lambda W, g: _certify(c, a, g, W), W0, g, lams, max_steps)
-        return W, _certify(c, a, g, W)[0], upper, ok
-
-    return jax.vmap(one)(cons, scale)
+def _solve_batch(cons: Constraints, a, gap: float, tol: float, max_iter: int):
+    return jax.vmap(lambda c, a: interior_point(c, a, gap, tol, max_iter))(cons, a)
 
 
-@eqx.filter_jit
-def _factored(cons: Constraints, scale, W0, rank: int, lams, max_steps):
-    def one(c, g, W0):
-        a = c.rms_norm()
-        U, s, Vt = jnp.linalg.svd(W0)
-        root = jnp.sqrt(s[:rank])
-        QR = (U[:, :rank] * root, Vt[:rank].T * root)
-        fn = lambda lam, g, qr: _objective(c, a * g, lam, qr[0] @ qr[1].T)
-        bounds = lambda qr, g: _certify(c, a, g, qr[0] @ qr[1].T)
-        (Q, R), upper, ok = _solve(fn, bounds, QR, g, lams, max_steps)
-        W = Q @ R.T
-        return W, _certify(c, a, g, W)[0], upper, ok
+@jax.jit
+def _rms(cons):
+    return jax.vmap(lambda c: c.rms_norm())(cons)
 
-    return jax.vmap(one)(cons, scale, W0)
+
+def _orthonormal(F):
+    """`F = O T` with `O` of orthonormal columns (reduced QR), per instance."""
+    O, T = np.linalg.qr(F)
+    return O, T
+
+
+def _rank_phase(c64: Constraints, a, starts, m: int, cfg: MaxMarginConfig):
+    """Alternating exact max-margin solves in `Q` and `R` from the best (by normalised margin) of
+    the rank-`m` truncations of `starts` (host loop over rounds, each solve vmapped over the
+    batch); the best `W = Q R^T` per instance and the iterations spent."""
+    gammas, truncs = [], []
+    for W in starts:
+        U, s, Vt = np.linalg.svd(W)
+        root = np.sqrt(s[:, :m])
+        Q, R = U[:, :, :m] * root[:, None, :], np.swapaxes(Vt[:, :m, :], 1, 2) * root[:, None, :]
+        truncs.append((Q, R))
+        gammas.append(np.asarray(_gamma(c64, a, jnp.asarray(np.einsum("nim,njm->nij", Q, R)))))
+    pick = np.argmax(np.stack(gammas), axis=0)
+    n = len(pick)
+    Q = np.stack([truncs[pick[j]][0][j] for j in range(n)])
+    R = np.stack([truncs[pick[j]][1][j] for j in range(n)])
+    best = np.einsum("nim,njm->nij", Q, R)
+    gamma = np.asarray(_gamma(c64, a, jnp.asarray(best)))
+    iters = np.zeros(W.shape[0], np.int64)
+    tight = min(cfg.gap, 1e-6)
+    for r in range(2 * cfg.rank_rounds):
+        if r % 2 == 0:  # Q with R fixed: inputs R^T e
+            Ro, _ = _orthonormal(R)
+            sub = eqx.tree_at(lambda c: c.inputs, c64, jnp.einsum("npd,ndm->npm", c64.inputs, Ro))
+            st = _solve_batch(sub, a, tight, cfg.tol, cfg.max_iter)
+            Q, R = np.asarray(st.X), Ro
+        else:  # R with Q fixed: candidates Q^T c, X = R^T
+            Qo, _ = _orthonormal(Q)
+            cand = c64.candidates
+            sub = eqx.tree_at(lambda c: c.candidates, c64, jnp.einsum("n...d,ndm->n...m", cand, Qo))
+            st = _solve_batch(sub, a, tight, cfg.tol, cfg.max_iter)
+            Q, R = Qo, np.swapaxes(np.asarray(st.X), 1, 2)
+        iters += np.asarray(st.it)
+        W_new = np.einsum("nim,njm->nij", Q, R)
+        g_new = np.asarray(_gamma(c64, a, jnp.asarray(W_new)))
+        better = g_new > gamma
+        gain = np.where(better, g_new - gamma, 0.0)
+        best[better], gamma = W_new[better], np.where(better, g_new, gamma)
+        if r % 2 == 1 and np.all(gain <= 1e-4 * np.abs(gamma)):
+            break
+    return best, iters
+
+
+@jax.jit
+def _gamma(cons, a, W):
+    def one(c, a, W):
+        M = jnp.where(c.mask, c.margins(W) / a, jnp.inf)
+        return jnp.min(M) / jnp.linalg.norm(W)
+
+    return jax.vmap(one)(cons, a, W)
+
+
+@jax.jit
+def _active(cons, W, slack):
+    def one(c, W):
+        M = c.margins(W)
+        least = jnp.min(jnp.where(c.mask, M, jnp.inf))
+        return jnp.sum(c.mask & (M < (1.0 + slack) * least), axis=1)
+
+    return jax.vmap(one)(cons, W)
+
+
+def max_margin_constraints(
+    cons: Constraints, *, rank: int | None = None, config=MaxMarginConfig()
+) -> MaxMargin:
+    """`max_margin` on a batch of dense `Constraints` (leading ensemble axis); `rank` is `m` for
+    `W = Q R^T`, `None` for full rank."""
+    if not isinstance(cons, Constraints):
+        raise InvalidArgument("cons must be dense Constraints (batch_constraints(..., stream=False))")
+    if rank is not None:
+        check_int("rank", rank, 1, cons.inputs.shape[-1])
+        # the rank-m memory the decider finds (when it finds one): a storable start where the
+        # truncated SVD of the full-rank optimum stores nothing
+        W_dec = decide_constraints(cons, rank=rank).weight
+    with jax.enable_x64(True):
+        c64 = jax.tree.map(to64, cons)
+        a = _rms(c64)
+        st = _solve_batch(c64, a, config.gap, config.tol, config.max_iter)
+        X, lower, upper = np.asarray(st.X), np.asarray(st.lower), np.asarray(st.upper)
+        iters = np.asarray(st.it).astype(np.int64)
+        status = np.where(
+            (lower > 0) & (lower >= (1 - config.gap) * upper),
+            CONVERGED,
+            np.where(upper < config.tol, UNSTORABLE, UNCONVERGED),
+        )
+        W = X / np.asarray(a)[:, None, None]
+        if rank is not None and rank < W.shape[-1]:
+            W, more = _rank_phase(c64, a, [W, W_dec], int(rank), config)
+            iters = iters + more
+        margin = np.asarray(_gamma(c64, a, jnp.asarray(W)))
+        least = margin * np.linalg.norm(W, axis=(1, 2)) * np.asarray(a)
+        W = W / np.where(least > 0, least, 1.0)[:, None, None]
+        active = np.asarray(_active(c64, jnp.asarray(W), config.active))
+    gap = np.where(margin > 0, 1.0 - margin / upper, np.inf)
+    return MaxMargin(
+        weight=W,
+        margin=margin,
+        margin_bound=upper,
+        gap=gap,
+        active=np.where(margin[:, None] > 0, active, 0),
+        status=status.astype(np.int32),
+        iterations=iters,
+    )
 
 
 def max_margin(
-    cons: Constraints, scale, *, rank: int | None = None, lams=LAMBDAS, max_steps: int = 2000
+    tasks,
+    p=None,
+    *,
+    model: str = "full",
+    kappa: float | None = None,
+    config: MaxMarginConfig = MaxMarginConfig(),
 ) -> MaxMargin:
-    """The max-margin memory of each instance of a batch of storable constraints, in float64.
+    """The max-margin memory of each storable task of a batch, certified to `config.gap`.
 
     **Arguments:**
 
-    - `cons`: dense `Constraints` with a leading ensemble axis (`batch_constraints(...,
-      stream=False)`); each instance should be storable (else the margin found is negative).
-    - `scale`: `(n,)` positive first guesses of each instance's `gamma*` (refined by the stages).
-    - `rank`: `m` for `W = Q R^T` (a local maximiser from the full-rank one), `None` for full rank.
-    - `lams`: the continuation, decreasing; `max_steps`: BFGS steps per stage.
+    - `tasks`: a batch from `make_tasks` (leading ensemble axis), OP or DP.
+    - `p`: the prefix of the first `p` associations of each task (an int, or one per task;
+      default all of them).
+    - `model`: `"full"` or `"factored"` (`W = Q R^T` of rank `m = kappa d`, a local optimum from
+      the full-rank one: a certified lower bound on the rank-`m` best margin).
+    - `kappa`: the rank fraction of a factored memory.
+    - `config`: a `MaxMarginConfig`.
 
-    **Returns:** a `MaxMargin`.
+    **Returns:** a `MaxMargin` with one entry per task.
     """
-    check_int("max_steps", max_steps, 1)
-    lams = tuple(float(x) for x in lams)
-    with jax.enable_x64(True):
-        c64 = jax.tree.map(
-            lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x, cons
-        )
-        g = jnp.asarray(scale, jnp.float64)
-        if g.shape != c64.p.shape or not bool(jnp.all(g > 0)):
-            raise InvalidArgument(
-                f"scale must hold one positive value per instance, got {np.asarray(scale)!r}"
-            )
-        out = _full(c64, g, lams, max_steps)
-        if rank is not None:
-            check_int("rank", rank, 1, c64.inputs.shape[-1])
-            out = _factored(c64, jnp.where(out[1] > 0, out[1], g), out[0], int(rank), lams, max_steps)
-        W, lower, upper, ok = (np.asarray(x) for x in out)
-    return MaxMargin(weight=W, margin=lower, margin_bound=upper, converged=ok)
+    ps = task_prefixes(tasks, p, model)
+    m, _ = resolve_kappa(model, tasks.inputs.shape[-1], kappa)
+    cons = batch_constraints(tasks, jnp.asarray(ps), int(ps.max()), stream=False)
+    return max_margin_constraints(cons, rank=m if model == "factored" else None, config=config)

@@ -23,7 +23,6 @@ from .._threshold import SearchPlan
 from .._train import TrainConfig
 from .._validate import check_int, check_real, InvalidArgument
 from ..solvers._decide import DecideConfig
-from ..solvers._margin import LAMBDAS
 from ._analysis import threshold_rows
 from ._records import config_id, MARGIN_KIND, select, Store
 from ._runner import check_jobs, measure, run_units
@@ -193,6 +192,11 @@ def study_points(spec: StudySpec) -> list[dict]:
     return out
 
 
+# the max-margin units' certified gap and rank alternations (MaxMarginConfig)
+MARGIN_GAP = 1e-2
+MARGIN_ROUNDS = 10
+
+
 def margin_configs(spec: StudySpec, records: list[dict]) -> list[dict]:
     """The max-margin units of a study: at `factored_d`, OP and DP full rank and the factored
     OP at `spectra_kappa`, for the first `spectra_seeds` seeds, each at its certified threshold
@@ -225,9 +229,8 @@ def margin_configs(spec: StudySpec, records: list[dict]) -> list[dict]:
                 embedding="gaussian",
                 seeds=[0, n],
                 p=[thr[s]["p_star"] for s in range(n)],
-                # the factored solve is a local one in (Q, R): a shorter continuation
-                lams=list(LAMBDAS) if model == "full" else [1.0, 0.1, 0.01],
-                max_steps=2000 if model == "full" else 300,
+                gap=MARGIN_GAP,
+                rank_rounds=MARGIN_ROUNDS,
             )
         )
     return out

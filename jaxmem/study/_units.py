@@ -29,7 +29,7 @@ from .._validate import available_bytes, check_choice, check_int, check_memory, 
 from ..solvers._constraints import batch_constraints
 from ..solvers._decide import DecideConfig, STATUS
 from ..solvers._dispatch import choose_decider
-from ..solvers._margin import max_margin
+from ..solvers._margin import MARGIN_STATUS, max_margin_constraints, MaxMarginConfig
 from ..solvers._working_set import working_set_size
 from ._records import (
     decide_fields,
@@ -258,7 +258,9 @@ def run_margin_unit(cfg: dict) -> list[dict]:
     cons = batch_constraints(tasks, ps, P, stream=False)
     rank = rank_of(d, kappa=cfg["kappa"]) if cfg["model"] == "factored" else None
     t = time.perf_counter()
-    mm = max_margin(cons, np.full(ps.size, 1e-3), rank=rank, lams=cfg["lams"], max_steps=cfg["max_steps"])
+    mm = max_margin_constraints(
+        cons, rank=rank, config=MaxMarginConfig(gap=cfg["gap"], rank_rounds=cfg["rank_rounds"])
+    )
     seconds = (time.perf_counter() - t) / ps.size
     F = float(th.F(cfg["kappa"]))
     hebbian = cfg["problem"] == "op" and rank is None
@@ -270,9 +272,12 @@ def run_margin_unit(cfg: dict) -> list[dict]:
             cfg,
             s,
             p=p,
-            margin=float(mm.margin[j]),
-            margin_bound=float(mm.margin_bound[j]),
-            converged=bool(mm.converged[j]),
+            margin=finite_or_none(mm.margin[j]),
+            margin_bound=finite_or_none(mm.margin_bound[j]),
+            gap=finite_or_none(mm.gap[j]),
+            status=MARGIN_STATUS[int(mm.status[j])],
+            iterations=int(mm.iterations[j]),
+            active=mm.active[j, :p].tolist(),
             singular_values=_normalised_sv(mm.weight[j], d, rank or d, F).tolist(),
             seconds=seconds,
         )
