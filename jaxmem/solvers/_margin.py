@@ -221,21 +221,30 @@ def _orthonormal(F):
     return O, T
 
 
-def _rank_phase(c64: Constraints, a, starts, m: int, cfg: MaxMarginConfig):
-    """Alternating exact max-margin solves in `Q` and `R` from the best (by normalised margin) of
-    the rank-`m` truncations of `starts` (host loop over rounds, each solve vmapped over the
-    batch); the best `W = Q R^T` per instance and the iterations spent."""
-    gammas, truncs = [], []
-    for W in starts:
-        U, s, Vt = np.linalg.svd(W)
-        root = np.sqrt(s[:, :m])
-        Q, R = U[:, :, :m] * root[:, None, :], np.swapaxes(Vt[:, :m, :], 1, 2) * root[:, None, :]
-        truncs.append((Q, R))
-        gammas.append(np.asarray(_gamma(c64, a, jnp.asarray(np.einsum("nim,njm->nij", Q, R)))))
-    pick = np.argmax(np.stack(gammas), axis=0)
-    n = len(pick)
-    Q = np.stack([truncs[pick[j]][0][j] for j in range(n)])
-    R = np.stack([truncs[pick[j]][1][j] for j in range(n)])
+def _truncate(W, m: int):
+    """The rank-`m` truncated SVD of each `W` as factors `(Q, R)` with `W ~ Q R^T`."""
+    U, s, Vt = np.linalg.svd(W)
+    root = np.sqrt(s[:, :m])
+    return U[:, :, :m] * root[:, None, :], np.swapaxes(Vt[:, :m, :], 1, 2) * root[:, None, :]
+
+
+def _rank_phase(cons: Constraints, c64: Constraints, a, W, m: int, cfg: MaxMarginConfig):
+    """Alternating exact max-margin solves in `Q` and `R` (host loop over rounds, each solve
+    vmapped over the batch) from the rank-`m` truncated SVD of the full-rank optimum `W`, or,
+    where that stores nothing, from the decider's rank-`m` memory if it is better; the best
+    `W = Q R^T` per instance and the iterations spent."""
+    Q, R = _truncate(W, m)
+    gamma = np.asarray(_gamma(c64, a, jnp.asarray(np.einsum("nim,njm->nij", Q, R))))
+    bad = np.flatnonzero(gamma <= 0)
+    if bad.size:
+        sub = jax.tree.map(lambda x: x[bad], cons)
+        with jax.enable_x64(False):
+            W_dec = decide_constraints(sub, rank=m).weight
+        Qd, Rd = _truncate(W_dec, m)
+        sub64 = jax.tree.map(lambda x: x[bad], c64)
+        g_dec = np.asarray(_gamma(sub64, a[bad], jnp.asarray(np.einsum("nim,njm->nij", Qd, Rd))))
+        use = bad[g_dec > gamma[bad]]
+        Q[use], R[use] = Qd[g_dec > gamma[bad]], Rd[g_dec > gamma[bad]]
     best = np.einsum("nim,njm->nij", Q, R)
     gamma = np.asarray(_gamma(c64, a, jnp.asarray(best)))
     iters = np.zeros(W.shape[0], np.int64)
@@ -291,9 +300,6 @@ def max_margin_constraints(
         raise InvalidArgument("cons must be dense Constraints (batch_constraints(..., stream=False))")
     if rank is not None:
         check_int("rank", rank, 1, cons.inputs.shape[-1])
-        # the rank-m memory the decider finds (when it finds one): a storable start where the
-        # truncated SVD of the full-rank optimum stores nothing
-        W_dec = decide_constraints(cons, rank=rank).weight
     with jax.enable_x64(True):
         c64 = jax.tree.map(to64, cons)
         a = _rms(c64)
@@ -307,7 +313,7 @@ def max_margin_constraints(
         )
         W = X / np.asarray(a)[:, None, None]
         if rank is not None and rank < W.shape[-1]:
-            W, more = _rank_phase(c64, a, [W, W_dec], int(rank), config)
+            W, more = _rank_phase(cons, c64, a, W, int(rank), config)
             iters = iters + more
         margin = np.asarray(_gamma(c64, a, jnp.asarray(W)))
         least = margin * np.linalg.norm(W, axis=(1, 2)) * np.asarray(a)

@@ -5,6 +5,8 @@ Layers, each importing only those above it in this list:
 
 - `_records`: one record envelope, the `Store` (a folder of record files), the normal form of
   a config and `select`;
+- `_mechanism`: a memory's spectrum and scores per instance, and Student-t intervals over seeds
+  (pure);
 - `_units`: the registry of unit kinds (threshold, max-margin, fixed-`p` ensemble) and their
   configs;
 - `_runner`: one loop that runs units, serially or by worker processes, per shard, skipping
@@ -31,6 +33,18 @@ from ._analysis import (
     threshold_rows,
 )
 from ._figures import FIGURES, save_figure
+from ._mechanism import (
+    ci_verdict,
+    ks_distance,
+    mean_ci,
+    memory_summary,
+    normalised_spectrum,
+    paired_rows,
+    SCORE_STATS,
+    score_table,
+    SPECTRUM_STATS,
+    t975,
+)
 from ._panels import panels, ReportData
 from ._records import (
     config_id,

@@ -14,6 +14,7 @@ import numpy as np
 from .. import theory as th
 from .._tasks import alpha_of
 from ._analysis import adam_vs_certified, CERTIFIED_FULL, gardner_curve, peer_rows
+from ._mechanism import ks_distance
 from ._records import select
 
 
@@ -100,17 +101,6 @@ def finite_size(rows, loads) -> dict:
     )
 
 
-def _ks(x, y):
-    """Two-sample Kolmogorov-Smirnov statistic `sup |F_x - F_y|`."""
-    x, y = np.sort(x), np.sort(y)
-    grid = np.concatenate([x, y])
-    return float(
-        np.max(
-            np.abs(np.searchsorted(x, grid, "right") / x.size - np.searchsorted(y, grid, "right") / y.size)
-        )
-    )
-
-
 def _moments(s):
     return f"mean {s.mean():.3f}, m2 {np.mean(s**2):.3f}, m4 {np.mean(s**4):.3f}"
 
@@ -147,11 +137,12 @@ def spectra(margins, key) -> list[dict]:
             f"{model} {problem.upper()} (d={d}, kappa={kappa:.2f}, {len(recs)} seeds at their certified "
             f"p*, median {p}): max margin {_moments(sv)}; {name} {_moments(law)}; finite p/d law "
             f"{_moments(fin)}; initialisation {_moments(init)}. KS distance to the {name} "
-            f"{_ks(sv, law):.3f}, to the finite p/d law {_ks(sv, fin):.3f}, to the initialisation "
-            f"{_ks(sv, init):.3f} (with {sv.size} values, distances below about {noise:.3f} are within "
-            "sampling noise at 95% if the values were independent; singular values of one matrix are "
-            f"not, so this is a yardstick, not a test). Certified gap to the full-rank optimum (1 - margin "
-            f"/ upper bound): median {np.median(gaps):.3f}, largest {np.max(gaps):.3f}."
+            f"{ks_distance(sv, law):.3f}, to the finite p/d law {ks_distance(sv, fin):.3f}, to the "
+            f"initialisation {ks_distance(sv, init):.3f} (with {sv.size} values, distances below about "
+            f"{noise:.3f} are within sampling noise at 95% if the values were independent; singular "
+            "values of one matrix are not, so this is a yardstick, not a test). Certified gap to the "
+            f"full-rank optimum (1 - margin / upper bound): median {np.median(gaps):.3f}, largest "
+            f"{np.max(gaps):.3f}."
         )
         out.append(
             dict(
@@ -199,8 +190,8 @@ def scores(margins) -> list[dict]:
             f"{title} (d={d}, {len(recs)} seeds, p* median {p}): target mean {tgt.mean():.2f} sd "
             f"{tgt.std():.2f} (theory {lt.mean():.2f} sd {lt.std():.2f}); best competitor mean "
             f"{best.mean():.2f} sd {best.std():.2f} (theory {lb.mean():.2f} sd {lb.std():.2f}); "
-            f"sqrt(2 ln p) = {thr:.2f}. KS distance of the targets to the theory law {_ks(tgt, lt):.3f}, "
-            f"of the best competitors {_ks(best, lb):.3f}."
+            f"sqrt(2 ln p) = {thr:.2f}. KS distance of the targets to the theory law "
+            f"{ks_distance(tgt, lt):.3f}, of the best competitors {ks_distance(best, lb):.3f}."
         )
         out.append(
             dict(

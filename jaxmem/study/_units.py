@@ -11,7 +11,6 @@ every `p`, for every solver.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ from ..solvers._decide import DecideConfig, STATUS
 from ..solvers._dispatch import choose_decider
 from ..solvers._margin import MARGIN_STATUS, max_margin_constraints, MaxMarginConfig
 from ..solvers._working_set import working_set_size
+from ._mechanism import normalised_spectrum, score_table
 from ._records import (
     decide_fields,
     envelope,
@@ -278,7 +278,7 @@ def run_margin_unit(cfg: dict) -> list[dict]:
             status=MARGIN_STATUS[int(mm.status[j])],
             iterations=int(mm.iterations[j]),
             active=mm.active[j, :p].tolist(),
-            singular_values=_normalised_sv(mm.weight[j], d, rank or d, F).tolist(),
+            singular_values=normalised_spectrum(mm.weight[j], rank or d, F).tolist(),
             seconds=seconds,
         )
         rec.update(_scores(c, mm.weight[j], p, "max_margin"))
@@ -289,21 +289,10 @@ def run_margin_unit(cfg: dict) -> list[dict]:
     return recs
 
 
-def _normalised_sv(W, d, m, F):
-    s = np.linalg.svd(W, compute_uv=False)[:m]
-    return s * math.sqrt(d * d * F / np.sum(s * s)) / math.sqrt(d)
-
-
 def _scores(c, W, p, name):
     """Target and best-competitor scores of the first `p` inputs in units of `|W e_mu|`."""
-    E = c.inputs[:p]
-    V = E @ W.T
-    C = c.candidates[:p, :p] if c.candidates.ndim == 3 else c.candidates[:p]
-    S = np.einsum("md,mrd->mr", V, C) if C.ndim == 3 else V @ C.T
-    S = S / np.linalg.norm(V, axis=1, keepdims=True)
-    target = np.diagonal(S).copy()
-    np.fill_diagonal(S, -np.inf)
-    return {f"{name}_target": target.tolist(), f"{name}_best": S.max(axis=1).tolist()}
+    t = score_table(W, c.inputs, c.candidates, p)
+    return {f"{name}_target": t["target"].tolist(), f"{name}_best": t["best"].tolist()}
 
 
 @dataclass(frozen=True)

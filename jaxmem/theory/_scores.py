@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._capacity import DEFAULT_TOP, project, top_order_stats
-from ._common import default_key, float64, normal, P
+from ._common import default_key, float64, MARGIN, normal, P
 from ._hebbian import check_point, target_samples
 
 
@@ -22,6 +22,7 @@ class ScoreLaw(eqx.Module):
     target: jax.Array  # samples
     best: jax.Array  # samples
     threshold: jax.Array  # sqrt(2 ln p)
+    pooled: jax.Array | None = None  # samples: competitors at the water level (optimal memory)
 
     def summary(self) -> dict:
         t, b = np.asarray(self.target), np.asarray(self.best)
@@ -34,19 +35,22 @@ class ScoreLaw(eqx.Module):
         )
 
 
-@float64(p=P)
-def optimal_scores(p, *, key=None, samples: int = 100_000, top: int = DEFAULT_TOP) -> ScoreLaw:
-    """Scores of the optimal memory at capacity: the target coordinate of `proj_{C_p}(z)`.
+@float64(p=P, margin=MARGIN)
+def optimal_scores(p, *, margin=0.0, key=None, samples: int = 100_000, top: int = DEFAULT_TOP) -> ScoreLaw:
+    """Scores of the optimal memory: the target coordinate of `proj_{C_p(margin)}(z)` (at capacity
+    `margin = 0`; below it, the margin at which `alpha_c(p, margin)` is the load), the best
+    competitor, and the number of competitors pooled at the water level.
 
-    **Arguments:** `p`: associations; `key`, `samples`: of the draws; `top`: order statistics kept.
+    **Arguments:** `p`: associations; `margin`: the cone's margin; `key`, `samples`: of the draws;
+    `top`: order statistics kept.
 
     **Returns:** a `ScoreLaw` of the max-margin memory's normalised scores.
     """
     k1, k2 = jax.random.split(default_key(key))
     z1 = normal(k1, (samples,))
     comps = top_order_stats(k2, p - 1, top + 1, (samples,))
-    pr = project(z1, comps)
-    return ScoreLaw(pr.target, pr.best, jnp.sqrt(2 * jnp.log(jnp.float64(p))))
+    pr = project(z1, comps, margin)
+    return ScoreLaw(pr.target, pr.best, jnp.sqrt(2 * jnp.log(jnp.float64(p))), pr.k)
 
 
 @float64
