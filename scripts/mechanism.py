@@ -31,6 +31,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from jaxmem.study import (
     atomic_write,
+    ci_verdict,
     mean_ci,
     memory_summary,
     normalised_spectrum,
@@ -104,7 +105,8 @@ def measure(args, log):
             mm = jm.max_margin(tasks, p=ps)
             sec = time.perf_counter() - t
             print(
-                f"{problem} load {load}: max-margin of {n} instances in {sec:.0f} s, gaps {np.round(mm.gap, 4).tolist()}",
+                f"{problem} load {load}: max-margin of {n} instances in {sec:.0f} s, "
+                f"gaps {np.round(mm.gap, 4).tolist()}",
                 file=log,
                 flush=True,
             )
@@ -159,7 +161,8 @@ def measure(args, log):
             mm = jm.max_margin(tasks, p=ps, model="factored", kappa=args.kappa)
             sec = time.perf_counter() - t
             print(
-                f"{problem} rank {m}: max-margin of {n} instances in {sec:.0f} s, margins {mm.margin.tolist()}",
+                f"{problem} rank {m}: max-margin of {n} instances in {sec:.0f} s, "
+                f"margins {mm.margin.tolist()}",
                 file=log,
                 flush=True,
             )
@@ -197,138 +200,147 @@ def rms_norm(tasks, j, p):
     return math.sqrt(np.sum(diff2 * e2[:, None]) / (p * (p - 1)))
 
 
-def fmt_ci(m, lo, hi, nd=3):
+def line(*cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def header(*cells) -> list[str]:
+    return [line(*cells), "|" + "---|" * len(cells)]
+
+
+def ci(values, nd=3) -> str:
+    m, lo, hi = mean_ci(values)
     return f"{m:.{nd}f} [{lo:.{nd}f}, {hi:.{nd}f}]"
+
+
+def diff(values) -> str:
+    """A paired difference with its interval and what the interval decides about 0."""
+    m, lo, hi = mean_ci(values)
+    return f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}] ({ci_verdict(lo, hi)})"
+
+
+def mean(rs, key) -> float:
+    return float(np.mean([r[key] for r in rs]))
+
+
+def paired(rows) -> list[str]:
+    return [
+        line(row["stat"], f"{row['a']:.3f}", f"{row['b']:.3f}", diff_row(row), row["verdict"]) for row in rows
+    ]
+
+
+def diff_row(row) -> str:
+    return f"{row['diff']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}]"
 
 
 def tables(res, args) -> str:
     full = [r for r in res["instances"] if "rank" not in r]
-    L = [f"# The storage mechanism at d = {args.d} ({args.seeds} seeds)", ""]
-    L += [
-        "Certified thresholds: "
-        + "; ".join(
-            f"{k.upper()} p* {v['p_star']} (alpha_c {v['alpha_c']:.4f} [{v['ci'][0]:.4f}, {v['ci'][1]:.4f}])"
-            for k, v in res["thresholds"].items()
-        ),
+    at = lambda problem, load: sorted(
+        (r for r in full if r["problem"] == problem and r["load"] == load), key=lambda r: r["seed"]
+    )
+    thr = "; ".join(
+        f"{k.upper()} p* {v['p_star']} (alpha_c {v['alpha_c']:.4f} [{v['ci'][0]:.4f}, {v['ci'][1]:.4f}])"
+        for k, v in res["thresholds"].items()
+    )
+    L = [
+        f"# The storage mechanism at d = {args.d} ({args.seeds} seeds)",
+        "",
+        f"Certified thresholds: {thr}",
         "",
     ]
     L += [
         "## Max-margin memories against the theory",
         "",
-        "Means over seeds with 95% Student-t intervals. `margin x a`: the best normalised margin in field units; "
-        "theory: the margin `kappa` at which `alpha_c(p, kappa)` is the load. Target and best competitor in units of "
-        "`|W e_mu|`; the water level is the target coordinate of `proj_{C_p(kappa)}(z)` (at capacity `kappa = 0`).",
+        "Means over seeds with 95% Student-t intervals. `margin x a`: the best normalised margin in "
+        "field units; `kappa`: the theory's margin at which `alpha_c(p, kappa)` is the load. Scores in "
+        "units of `|W e_mu|`; the water level is the target coordinate of `proj_{C_p(kappa)}(z)`, at "
+        "capacity `kappa = 0`; `pooled`: the competitors at the water level; `sd`: the targets' spread.",
         "",
-        "| problem | load | gap (max) | margin x a | theory kappa | active / input | theory pooled | target | water level | water level at capacity | best | target sd | law sd | sqrt(2 ln p) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    L += header(
+        "problem", "load", "gap (max)", "margin x a", "kappa", "active / input", "pooled", "target",
+        "water level", "at capacity", "best", "target sd", "law sd", "sqrt(2 ln p)",
+    )  # fmt: skip
     for problem in args.problem:
         for load in args.loads:
-            rs = [r for r in full if r["problem"] == problem and r["load"] == load]
-            ci = lambda f: fmt_ci(*mean_ci([f(r) for r in rs]))
+            rs = at(problem, load)
+            mm = lambda k: [r["max_margin"][k] for r in rs]
             L.append(
-                f"| {problem.upper()} | {load} | {max(r['gap_certified'] for r in rs):.4f} | {ci(lambda r: r['margin_field'])} | "
-                f"{np.mean([r['margin_theory'] for r in rs]):.3f} | {ci(lambda r: r['active'])} | {np.mean([r['pooled_theory'] for r in rs]):.2f} | "
-                f"{ci(lambda r: r['max_margin']['target'])} | {np.mean([r['law_target'] for r in rs]):.3f} | "
-                f"{np.mean([r['law0_target'] for r in rs]):.3f} | {ci(lambda r: r['max_margin']['best'])} | "
-                f"{ci(lambda r: r['max_margin']['target_sd'])} | {np.mean([r['law_target_sd'] for r in rs]):.3f} | "
-                f"{np.mean([r['threshold'] for r in rs]):.3f} |"
+                line(
+                    problem.upper(),
+                    load,
+                    f"{max(r['gap_certified'] for r in rs):.4f}",
+                    ci([r["margin_field"] for r in rs]),
+                    f"{mean(rs, 'margin_theory'):.3f}",
+                    ci([r["active"] for r in rs]),
+                    f"{mean(rs, 'pooled_theory'):.2f}",
+                    ci(mm("target")),
+                    f"{mean(rs, 'law_target'):.3f}",
+                    f"{mean(rs, 'law0_target'):.3f}",
+                    ci(mm("best")),
+                    ci(mm("target_sd")),
+                    f"{mean(rs, 'law_target_sd'):.3f}",
+                    f"{mean(rs, 'threshold'):.3f}",
+                )  # fmt: skip
+            )
+    L += ["", "## Measured minus theory (per seed)", ""]
+    L += header(
+        "problem",
+        "load",
+        "target - water level",
+        "active - pooled",
+        "margin x a - kappa",
+        "target - sqrt(2 ln p)",
+    )
+    for problem in args.problem:
+        for load in args.loads:
+            rs = at(problem, load)
+            L.append(
+                line(
+                    problem.upper(),
+                    load,
+                    diff([r["max_margin"]["target"] - r["law_target"] for r in rs]),
+                    diff([r["active"] - r["pooled_theory"] for r in rs]),
+                    diff([r["margin_field"] - r["margin_theory"] for r in rs]),
+                    diff([r["max_margin"]["target"] - r["threshold"] for r in rs]),
+                )  # fmt: skip
             )
     L += [
         "",
-        "## Measured minus theory (paired per seed)",
+        "## Spectra (normalised to |W|_F^2 = d^2 F(kappa), over sqrt d)",
         "",
-        "| problem | load | target - water level | active - pooled | margin x a - kappa | target - sqrt(2 ln p) |",
-        "|---|---|---|---|---|---|",
+        "`ks_law`: KS distance to the quarter circle (truncated to its top `kappa` for a rank-`m` "
+        "memory); `ks_finite`: to the finite-`p/d` law of `U^T E`.",
+        "",
     ]
+    L += header("memory", "problem", "load", *SPECTRUM_STATS)
     for problem in args.problem:
         for load in args.loads:
-            rs = [r for r in full if r["problem"] == problem and r["load"] == load]
-            cell = lambda f: (lambda m, lo, hi: f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}] {verdict(lo, hi)}")(
-                *mean_ci([f(r) for r in rs])
-            )
-            L.append(
-                f"| {problem.upper()} | {load} | {cell(lambda r: r['max_margin']['target'] - r['law_target'])} | "
-                f"{cell(lambda r: r['active'] - r['pooled_theory'])} | {cell(lambda r: r['margin_field'] - r['margin_theory'])} | "
-                f"{cell(lambda r: r['max_margin']['target'] - r['threshold'])} |"
-            )
-    L += [
-        "",
-        "## Spectra (normalised to |W|_F^2 = d^2, over sqrt d)",
-        "",
-        "`ks_law`: KS distance to the quarter circle (truncated to its top `kappa` for a rank-`m` memory); "
-        "`ks_finite`: to the finite-`p/d` law of `U^T E`.",
-        "",
-        "| memory | problem | load | " + " | ".join(SPECTRUM_STATS) + " |",
-        "|---|---|---|" + "---|" * len(SPECTRUM_STATS),
-    ]
-    for problem in args.problem:
-        for load in args.loads:
-            rs = [r for r in full if r["problem"] == problem and r["load"] == load]
+            rs = at(problem, load)
             for mem in ("max_margin", "hebbian"):
                 L.append(
-                    f"| {mem} | {problem.upper()} | {load} | "
-                    + " | ".join(fmt_ci(*mean_ci([r[mem][k] for r in rs])) for k in SPECTRUM_STATS)
-                    + " |"
+                    line(mem, problem.upper(), load, *(ci([r[mem][k] for r in rs]) for k in SPECTRUM_STATS))
                 )
         rs = [r for r in res["instances"] if "rank" in r and r["problem"] == problem]
         if rs:
-            L.append(
-                f"| max_margin rank {rs[0]['rank']} | {problem.upper()} | {rs[0]['load']} | "
-                + " | ".join(fmt_ci(*mean_ci([r["max_margin"][k] for r in rs])) for k in SPECTRUM_STATS)
-                + " |"
-            )
+            stats = (ci([r["max_margin"][k] for r in rs]) for k in SPECTRUM_STATS)
+            L.append(line(f"max_margin rank {rs[0]['rank']}", problem.upper(), rs[0]["load"], *stats))
     if len(args.problem) == 2:
-        L += [
-            "",
-            "## OP - DP (paired per seed)",
-            "",
-            "| memory | load | stat | OP | DP | OP - DP | verdict |",
-            "|---|---|---|---|---|---|---|",
-        ]
         for mem in ("max_margin", "hebbian"):
             for load in args.loads:
-                a = sorted(
-                    (r for r in full if r["problem"] == "op" and r["load"] == load), key=lambda r: r["seed"]
-                )
-                b = sorted(
-                    (r for r in full if r["problem"] == "dp" and r["load"] == load), key=lambda r: r["seed"]
-                )
-                for row in paired_rows(
-                    [r[mem] for r in a], [r[mem] for r in b], SPECTRUM_STATS + SCORE_STATS
-                ):
-                    L.append(
-                        f"| {mem} | {load} | {row['stat']} | {row['a']:.3f} | {row['b']:.3f} | "
-                        f"{row['diff']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}] | {name(row['verdict'])} |"
-                    )
-    L += [
-        "",
-        "## Max-margin against Hebbian (same tasks, paired per seed)",
-        "",
-        "| problem | load | stat | max-margin | Hebbian | difference | verdict |",
-        "|---|---|---|---|---|---|---|",
-    ]
+                L += ["", f"## OP - DP, {mem} at {load} of p* (paired per seed)", ""]
+                L += header("stat", "OP", "DP", "OP - DP", "verdict (OP)")
+                a, b = at("op", load), at("dp", load)
+                stats = SPECTRUM_STATS + SCORE_STATS
+                L += paired(paired_rows([r[mem] for r in a], [r[mem] for r in b], stats))
     for problem in args.problem:
         for load in args.loads:
-            rs = [r for r in full if r["problem"] == problem and r["load"] == load]
-            for row in paired_rows(
-                [r["max_margin"] for r in rs],
-                [r["hebbian"] for r in rs],
-                ("target", "target_sd", "gap", "target_z", "ks_law", "sv_max"),
-            ):
-                L.append(
-                    f"| {problem.upper()} | {load} | {row['stat']} | {row['a']:.3f} | {row['b']:.3f} | "
-                    f"{row['diff']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}] | {name(row['verdict'])} |"
-                )
+            L += ["", f"## Max-margin against Hebbian, {problem.upper()} at {load} of p* (same tasks)", ""]
+            L += header("stat", "max-margin", "Hebbian", "difference", "verdict (max-margin)")
+            rs = at(problem, load)
+            stats = ("target", "target_sd", "gap", "target_z", "ks_law", "sv_max")
+            L += paired(paired_rows([r["max_margin"] for r in rs], [r["hebbian"] for r in rs], stats))
     return "\n".join(L) + "\n"
-
-
-def verdict(lo, hi):
-    return "(above)" if lo > 0 else "(below)" if hi < 0 else "(undecided)"
-
-
-def name(v):
-    return {"above": "first larger", "below": "first smaller"}.get(v, v)
 
 
 def figure(res, args, path):
