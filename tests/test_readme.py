@@ -10,7 +10,12 @@ import pytest
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 # Sections whose python blocks are run here (every python block of the README).
-SECTIONS = ("## Quickstart", "## Certified capacity", "## Theory (`jaxmem.theory`)")
+SECTIONS = (
+    "## Quickstart",
+    "## Certified capacity",
+    "## The optimal memory (`jm.max_margin`)",
+    "## Theory (`jaxmem.theory`)",
+)
 
 
 def _blocks():
