@@ -112,3 +112,9 @@ def test_max_margin_bad_arguments_name_themselves():
         jm.MaxMarginConfig(gap=0.0)
     with pytest.raises(ValueError, match="tasks"):
         jm.max_margin(jax.tree.map(lambda x: x[0], tasks))
+
+
+def test_max_margin_refuses_what_does_not_fit_before_allocating():
+    tasks = jm.make_tasks(jax.random.key(0), n=2, d=256, p=4)  # two 65536^2 Newton matrices
+    with pytest.raises(ValueError, match="^d and the number of tasks"):
+        jm.max_margin(tasks)

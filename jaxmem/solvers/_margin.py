@@ -45,9 +45,9 @@ import numpy as np
 from jax import lax
 
 from .._models import resolve_kappa
-from .._validate import check_int, check_real, InvalidArgument
+from .._validate import check_int, check_memory, check_real, InvalidArgument
 from ._constraints import batch_constraints, Constraints, HIGHEST, task_prefixes
-from ._decide import decide_constraints, to64
+from ._decide import decide_constraints, MAX_TOL, to64
 
 
 MARGIN_STATUS = ("converged", "unstorable", "unconverged")
@@ -77,7 +77,7 @@ class MaxMarginConfig(eqx.Module):
     def __check_init__(self):
         check_real("gap", self.gap, low=0.0, low_open=True, high=1.0)
         check_int("max_iter", self.max_iter, 1)
-        check_real("tol", self.tol, low=0.0, low_open=True, high=1e-3)
+        check_real("tol", self.tol, low=0.0, low_open=True, high=MAX_TOL)
         check_int("rank_rounds", self.rank_rounds, 0)
         check_real("active", self.active, low=0.0, low_open=True, high=1.0)
 
@@ -215,12 +215,6 @@ def _rms(cons):
     return jax.vmap(lambda c: c.rms_norm())(cons)
 
 
-def _orthonormal(F):
-    """`F = O T` with `O` of orthonormal columns (reduced QR), per instance."""
-    O, T = np.linalg.qr(F)
-    return O, T
-
-
 def _truncate(W, m: int):
     """The rank-`m` truncated SVD of each `W` as factors `(Q, R)` with `W ~ Q R^T`."""
     U, s, Vt = np.linalg.svd(W)
@@ -251,12 +245,12 @@ def _rank_phase(cons: Constraints, c64: Constraints, a, W, m: int, cfg: MaxMargi
     tight = min(cfg.gap, 1e-6)
     for r in range(2 * cfg.rank_rounds):
         if r % 2 == 0:  # Q with R fixed: inputs R^T e
-            Ro, _ = _orthonormal(R)
+            Ro = np.linalg.qr(R)[0]  # orthonormal columns spanning R's
             sub = eqx.tree_at(lambda c: c.inputs, c64, jnp.einsum("npd,ndm->npm", c64.inputs, Ro))
             st = _solve_batch(sub, a, tight, cfg.tol, cfg.max_iter)
             Q, R = np.asarray(st.X), Ro
         else:  # R with Q fixed: candidates Q^T c, X = R^T
-            Qo, _ = _orthonormal(Q)
+            Qo = np.linalg.qr(Q)[0]
             cand = c64.candidates
             sub = eqx.tree_at(lambda c: c.candidates, c64, jnp.einsum("n...d,ndm->n...m", cand, Qo))
             st = _solve_batch(sub, a, tight, cfg.tol, cfg.max_iter)
@@ -298,8 +292,11 @@ def max_margin_constraints(
     `W = Q R^T`, `None` for full rank."""
     if not isinstance(cons, Constraints):
         raise InvalidArgument("cons must be dense Constraints (batch_constraints(..., stream=False))")
+    n, P, d = cons.inputs.shape
     if rank is not None:
-        check_int("rank", rank, 1, cons.inputs.shape[-1])
+        check_int("rank", rank, 1, d)
+    # the Newton matrices of the batch (float64, d^2 x d^2) and about three times as much besides
+    check_memory("d and the number of tasks", 4 * n * 8.0 * d**4 + 8.0 * n * P * P * d)
     with jax.enable_x64(True):
         c64 = jax.tree.map(to64, cons)
         a = _rms(c64)
