@@ -412,3 +412,20 @@ def test_an_output_that_cannot_be_a_folder_is_refused_before_any_work(tmp_path, 
 def test_workers_that_would_not_fit_are_refused(tmp_path, capsys):
     assert main(["demo", "--jobs", "64", "--out", str(tmp_path / "d")]) == 2
     assert "jobs" in capsys.readouterr().err and not (tmp_path / "d").exists()
+
+
+def test_a_rank_m_row_is_a_lower_bound_with_its_uncertified_gap(d8_records):
+    fac = measure(_units(model="factored", kappa=0.5, decide_config=jm.DecideConfig(max_iter=300)))
+    row = next(r for r in threshold_rows(fac + d8_records) if r["model"] == "factored")
+    full = {
+        r["seed"]: r["p_star"]
+        for r in d8_records
+        if r["config"]["seed0"] == 0 and r["config"]["problem"] == "op"
+    }
+    below = [r["p_star"] < full[r["seed"]] for r in fac]
+    assert row["lower_bound"] and row["gap_paired"] == 4 and row["gap_seeds"] == sum(below)
+    assert all(r["p_star"] <= full[r["seed"]] for r in fac), "a rank-m memory is a full-rank one"
+    assert "agrees" not in row["theory_verdict"] and "below" not in row["theory_verdict"]
+    alone = next(r for r in threshold_rows(fac))
+    assert alone["gap_paired"] == 0 and alone["gap_seeds"] is None
+    assert not any(r.get("lower_bound") for r in threshold_rows(d8_records))

@@ -63,6 +63,11 @@ def _print_threshold_rows(rows, file=sys.stdout):
     undecided = [("undecided", 9, lambda r: str(r["undecided"]))]
     verdict = [("verdict", 0, lambda r: r.get("theory_verdict", ""))]
     _print_table(rows, _HEAD + extra + _TAIL + undecided + verdict, file)
+    from ..study import gap_note
+
+    for r in rows:
+        if r.get("lower_bound"):
+            print(gap_note(r), file=file)
 
 
 def _knobs(a):

@@ -27,6 +27,7 @@ from ._analysis import (
     compare_op_dp,
     estimate,
     fmt,
+    gap_note,
     public,
     setup,
     theory_verdict,

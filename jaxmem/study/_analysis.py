@@ -84,8 +84,10 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
     95% CI, the logistic cross-check, undecided and censored seeds, and the theory
     `alpha_c(p_c, kappa)`. A row's `settings` are its config but the seed range; `setup` names
     the settings in which it differs from the other rows of the same memory and solver."""
-    groups = _by_point(normal_records(records))
+    records = normal_records(records)
+    groups = _by_point(records)
     cfgs = {k: next(iter(g.values()))["config"] for k, g in groups.items()}
+    full = full_rank_thresholds(records)
     heads = defaultdict(list)
     for k, c in cfgs.items():
         heads[tuple(c[f] for f in HEAD_FIELDS)].append(c)
@@ -117,7 +119,9 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
             alpha_logistic=finite_or_none(logistic_cross_check(lo, d)),
             decisions=int(sum(len(r["decisions"]) for r in recs)),
             seconds=float(sum(r["seconds"] for r in recs)),
+            lower_bound=cfg["model"] == "factored" and cfg["solver"] == "certified",
         )
+        row.update(uncertified_gap(recs, full) if row["lower_bound"] else {})
         if theory:
             ok = math.isfinite(est["p_c"]) and est["p_c"] >= 2
             model_th = "hebbian" if row["solver"] == "hebbian" else row["model"]
@@ -127,6 +131,48 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
             row["theory_verdict"] = theory_verdict(row)
         rows.append(CapacityRow(**row))
     return rows
+
+
+def _tasks_key(cfg: dict, seed: int) -> tuple:
+    """What fixes a seed's task: two records with the same key decided the same nested task."""
+    return (cfg["d"], cfg["problem"], cfg.get("embedding", "gaussian"), cfg["seed0"], seed)
+
+
+def full_rank_thresholds(records: list[dict]) -> dict:
+    """The certified full-rank `p*` of every seed measured, keyed by its task (`_tasks_key`)."""
+    return {
+        _tasks_key(r["config"], r["seed"]): r["p_star"]
+        for r in records
+        if r["config"]["model"] == "full" and r["config"]["solver"] == "certified" and not _censored(r)
+    }
+
+
+def uncertified_gap(recs: list[dict], full: dict) -> dict:
+    """Of a certified rank-`m` point's seeds (its `p*` a lower bound), those whose full-rank
+    threshold on the same task is known (`gap_paired`), how many of them lie below it
+    (`gap_seeds`: the rank-`m` threshold is somewhere in `[p*_m, p*_full]`, uncertified), and the
+    median width `alpha(p*_full) - alpha(p*_m)` over the paired seeds (`gap_alpha`)."""
+    pairs = [(r["p_star"], full[k]) for r in recs if (k := _tasks_key(r["config"], r["seed"])) in full]
+    if not pairs:
+        return dict(gap_paired=0, gap_seeds=None, gap_alpha=None)
+    d = recs[0]["config"]["d"]
+    widths = [alpha_of(d, pf) - alpha_of(d, pm) if pf > pm else 0.0 for pm, pf in pairs]
+    return dict(
+        gap_paired=len(pairs),
+        gap_seeds=int(sum(pf > pm for pm, pf in pairs)),
+        gap_alpha=float(np.median(widths)),
+    )
+
+
+def gap_note(row) -> str:
+    """One line on a lower-bound row: what it is and how wide its uncertified gap is."""
+    head = f"d={row['d']} {row['problem']} kappa={row['kappa']:.2f}: a lower bound"
+    if not row.get("gap_paired"):
+        return f"{head}; no full-rank threshold of the same tasks to bound the gap (measure model full)"
+    return (
+        f"{head}; {row['gap_seeds']} of {row['gap_paired']} seeds lie below their full-rank threshold "
+        f"(the rank-m threshold is uncertified in between), median width {row['gap_alpha']:.3f} in alpha"
+    )
 
 
 def _censored(rec: dict) -> bool:
@@ -201,7 +247,8 @@ def _seeds_to_decide(diff, lo, hi, n):
 
 def theory_verdict(row: dict) -> str:
     """What the 95% CI says of the theory value: inside it, or the measurement above or below.
-    An interval left open by censored seeds decides only the side it bounds."""
+    An interval left open by censored seeds decides only the side it bounds; a lower bound (a
+    certified rank-`m` row) decides only "above"."""
     t, lo, hi = row.get("theory_alpha_c"), row.get("ci_low"), row.get("ci_high")
     finite = lambda x: x is not None and math.isfinite(x)
     if t is None or not finite(lo):
@@ -210,6 +257,11 @@ def theory_verdict(row: dict) -> str:
         if row.get("censored") and lo > t:
             return "measured above theory (CI open above: censored seeds)"
         return "undecided (CI open above: censored seeds; raise p_max)"
+    if row.get("lower_bound"):
+        # the capacity is at least the measured one: only "above" can be decided
+        if lo > t:
+            return "measured above theory (a lower bound above it)"
+        return "undecided (a lower bound that does not exceed the theory)"
     if lo <= t <= hi:
         return "agrees (theory inside the 95% CI)"
     return f"measured {'above' if lo > t else 'below'} theory"

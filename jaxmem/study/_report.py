@@ -16,6 +16,7 @@ from ._analysis import (
     compare,
     estimate,
     fmt,
+    gap_note,
     peer_rows,
     setup,
     shrink,
@@ -251,12 +252,15 @@ def _rank_section(rows, table):
         "",
     ]
     for r in fac:
+        th_c = r.get("theory_alpha_c")
         L.append(
             f"- d={r['d']} kappa={r['kappa']:.2f} {r['solver']}: {fmt(r['alpha_c'])} "
             f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}], undecided {r['undecided']}; theory "
             f"alpha_c(p_c, kappa) = {fmt(r.get('theory_alpha_c'))} "
-            f"({verdict(r['ci_low'], r['ci_high'], r.get('theory_alpha_c'), 'it')}), asymptote F(kappa)/2 = "
+            f"({r.get('theory_verdict') or verdict(r['ci_low'], r['ci_high'], th_c, 'it')}), "
+            "asymptote F(kappa)/2 = "
             f"{table['asymptote'][r['kappa']]:.3f}."
+            + (f" {gap_note(r).split(': ', 1)[1].capitalize()}." if r.get("lower_bound") else "")
         )
     return L
 
