@@ -118,23 +118,3 @@ def test_max_margin_refuses_what_does_not_fit_before_allocating():
     tasks = jm.make_tasks(jax.random.key(0), n=2, d=256, p=4)  # two 65536^2 Newton matrices
     with pytest.raises(ValueError, match="^d and the number of tasks"):
         jm.max_margin(tasks)
-
-
-def test_rank_m_decisions_searched_again_store_with_certified_rank_m_memories(monkeypatch):
-    from jaxmem.solvers import _dispatch
-
-    d, p, n = 8, 20, 8
-    tasks = jm.make_tasks(jax.random.key(0), n=n, d=d, p=p)
-    cfg = jm.DecideConfig(max_iter=100)  # a small budget: the decider alone leaves some undecided
-    monkeypatch.setattr(_dispatch, "RANK_SEARCH_MAX_D", 0)
-    alone = jm.decide(tasks, model="factored", kappa=0.5, config=cfg)
-    monkeypatch.setattr(_dispatch, "RANK_SEARCH_MAX_D", 48)
-    both = jm.decide(tasks, model="factored", kappa=0.5, config=cfg)
-    assert np.all(both.status[alone.status == 0] == 0), "the second search never loses a memory"
-    assert np.sum(both.status == 0) > np.sum(alone.status == 0), "the test must exercise the search"
-    for j in np.flatnonzero(both.status == 0):
-        E, C = _tables(tasks, j)
-        W = both.weight[j]
-        # the decider's memories are float32 products Q R^T: their null singular values are rounding
-        assert np.linalg.matrix_rank(W, tol=1e-6 * np.linalg.norm(W)) <= d // 2
-        assert np.min(_A(E, C) @ W.ravel()) > 0

@@ -18,25 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .._models import resolve_kappa
 from .._tasks import Task
 from .._validate import InvalidArgument
 from ._constraints import batch_constraints, task_prefixes
-from ._decide import (
-    conclude,
-    DecideConfig,
-    Decision,
-    decision,
-    decision_instances,
-    resize_states,
-    STORABLE,
-    UNDECIDED,
-)
-from ._margin import max_margin_constraints
+from ._decide import conclude, DecideConfig, Decision, decision_instances, resize_states
 from ._runner import run_ensemble
 from ._working_set import conclude_working_set, resize_working_set, working_set_instances
 
@@ -64,42 +52,6 @@ def choose_decider(config: DecideConfig, *, d: int, problem: str, factored: bool
     if config.decider != "auto":
         return config.decider
     return "working-set" if d >= WORKING_SET_FROM.get(problem, 64) else "dense"
-
-
-# Up to this d, a rank-m decision that the decider leaves undecided where the full-rank problem
-# is storable is searched again by alternating exact max-margin solves in Q and R (the rank phase
-# of `max_margin`), whose float64 Newton matrices are d^2 x d^2.
-RANK_SEARCH_MAX_D = 48
-
-
-def rank_search(d: int) -> str:
-    """What looks for a rank-`m` memory at dimension `d` (a factored record names it)."""
-    return "decider+alternating-qp" if d <= RANK_SEARCH_MAX_D else "decider"
-
-
-def conclude_factored(solver, inst, st) -> Decision:
-    """`conclude` for rank-`m` memories, then, up to `RANK_SEARCH_MAX_D`, the instances left
-    undecided although the full-rank phase stored them searched again by alternating exact
-    max-margin solves, started from the decider's rank-`m` attempt where the truncated SVD of
-    the full-rank optimum stores nothing. A rank-`m` memory whose float64 margin over every
-    constraint is positive certifies storable; the others stay undecided."""
-    dec = conclude(solver, inst, st)
-    d = inst.cons.inputs.shape[-1]
-    todo = np.flatnonzero((dec.status == UNDECIDED) & (np.asarray(st.phase) > 0))
-    if d > RANK_SEARCH_MAX_D or not todo.size:
-        return dec
-    status, margin, W = dec.status.copy(), dec.margin.copy(), dec.weight.copy()
-    iterations = dec.iterations.copy()
-    ranks = np.asarray(inst.rank)
-    for j in todo:
-        # one instance at a time: its programs compile once per padding of `p`, where batches
-        # of every size would compile each (compiles dominated the searches at d = 16)
-        sub = jax.tree.map(lambda x: x[j : j + 1], inst.cons)
-        mm = max_margin_constraints(sub, rank=int(ranks[j]), starts=W[j : j + 1])
-        iterations[j] += mm.iterations[0]
-        if mm.margin[0] > 0:
-            status[j], margin[j], W[j] = STORABLE, mm.margin[0], mm.weight[0]
-    return decision(status, margin, dec.margin_bound, iterations, W, dec.tol)
 
 
 class DeciderParts(eqx.Module):
@@ -131,8 +83,7 @@ def decider_parts(config: DecideConfig, *, d: int, problem: str, rank: int | Non
         cons = batch_constraints(tasks, ps, P, stream=config.stream, block=config.block)
         return decision_instances(cons, rank=rank, W0=W0, config=config)
 
-    finish = conclude if rank is None else conclude_factored
-    return DeciderParts(name, config.chunk, instances, finish, resize_states)
+    return DeciderParts(name, config.chunk, instances, conclude, resize_states)
 
 
 def decide(

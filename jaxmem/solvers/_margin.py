@@ -222,21 +222,18 @@ def _truncate(W, m: int):
     return U[:, :, :m] * root[:, None, :], np.swapaxes(Vt[:, :m, :], 1, 2) * root[:, None, :]
 
 
-def _rank_phase(cons: Constraints, c64: Constraints, a, W, m: int, cfg: MaxMarginConfig, starts=None):
+def _rank_phase(cons: Constraints, c64: Constraints, a, W, m: int, cfg: MaxMarginConfig):
     """Alternating exact max-margin solves in `Q` and `R` (host loop over rounds, each solve
     vmapped over the batch) from the rank-`m` truncated SVD of the full-rank optimum `W`, or,
-    where that stores nothing, from a rank-`m` memory of `starts` (default: the decider's) if it
-    is better; the best `W = Q R^T` per instance and the iterations spent."""
+    where that stores nothing, from the decider's rank-`m` memory if it is better; the best
+    `W = Q R^T` per instance and the iterations spent."""
     Q, R = _truncate(W, m)
     gamma = np.asarray(_gamma(c64, a, jnp.asarray(np.einsum("nim,njm->nij", Q, R))))
     bad = np.flatnonzero(gamma <= 0)
     if bad.size:
-        if starts is None:
-            sub = jax.tree.map(lambda x: x[bad], cons)
-            with jax.enable_x64(False):
-                W_dec = decide_constraints(sub, rank=m).weight
-        else:
-            W_dec = np.asarray(starts, np.float64)[bad]
+        sub = jax.tree.map(lambda x: x[bad], cons)
+        with jax.enable_x64(False):
+            W_dec = decide_constraints(sub, rank=m).weight
         Qd, Rd = _truncate(W_dec, m)
         sub64 = jax.tree.map(lambda x: x[bad], c64)
         g_dec = np.asarray(_gamma(sub64, a[bad], jnp.asarray(np.einsum("nim,njm->nij", Qd, Rd))))
@@ -289,11 +286,10 @@ def _active(cons, W, slack):
 
 
 def max_margin_constraints(
-    cons: Constraints, *, rank: int | None = None, config=MaxMarginConfig(), starts=None
+    cons: Constraints, *, rank: int | None = None, config=MaxMarginConfig()
 ) -> MaxMargin:
     """`max_margin` on a batch of dense `Constraints` (leading ensemble axis); `rank` is `m` for
-    `W = Q R^T`, `None` for full rank; `starts`: rank-`m` memories to start from where the
-    truncated SVD stores nothing (default: the decider's)."""
+    `W = Q R^T`, `None` for full rank."""
     if not isinstance(cons, Constraints):
         raise InvalidArgument("cons must be dense Constraints (batch_constraints(..., stream=False))")
     n, P, d = cons.inputs.shape
@@ -314,7 +310,7 @@ def max_margin_constraints(
         )
         W = X / np.asarray(a)[:, None, None]
         if rank is not None and rank < W.shape[-1]:
-            W, more = _rank_phase(cons, c64, a, W, int(rank), config, starts)
+            W, more = _rank_phase(cons, c64, a, W, int(rank), config)
             iters = iters + more
         margin = np.asarray(_gamma(c64, a, jnp.asarray(W)))
         least = margin * np.linalg.norm(W, axis=(1, 2)) * np.asarray(a)

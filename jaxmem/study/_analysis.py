@@ -35,7 +35,6 @@ CERTIFIED_FULL = dict(model="full", kappa=1.0, solver="certified", embedding="ga
 # two points differing only in these measure the same thing (compare and pair them)
 _HOW = (
     "plan",
-    "rank_search",
     "decide.decider",
     "decide.working_set",
     "decide.outer_every",

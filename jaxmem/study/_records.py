@@ -263,14 +263,10 @@ _OLD_ADAM = ("steps", "lr", "init_scale", "accuracy", "precision")
 def normal_config(cfg: dict) -> dict:
     """A threshold config in the current form: settings whole under `decide` and `adam`. An
     older config (flat `tol`, `max_iter`, `memory`, Adam's `steps`, `lr`, `init_scale`,
-    `accuracy`; no `decider` meant dense; a certified rank-`m` one without `rank_search` was
-    searched by the decider alone) becomes the settings it ran with, every other field at its
-    default then, which is today's."""
+    `accuracy`; no `decider` meant dense) becomes the settings it ran with, every other field
+    at its default then, which is today's."""
     if cfg.get("kind") != KIND:
         return cfg
-    if cfg["model"] == "factored" and cfg["solver"] == "certified" and "rank_search" not in cfg:
-        # written before rank-m decisions were searched again by alternating exact solves
-        cfg = dict(cfg, rank_search="decider")
     if "decide" in cfg or "adam" in cfg:
         decide = cfg.get("decide", {})
         if decide.get("decider") == "dense" and decide.get("working_set") is not None:
@@ -289,11 +285,7 @@ def normal_config(cfg: dict) -> dict:
 
 def normal_records(records: list[dict]) -> list[dict]:
     """`records` with every threshold config in its current form (`normal_config`)."""
-    out = []
-    for r in records:
-        cfg = normal_config(r["config"])
-        out.append(r if cfg is r["config"] else dict(r, config=cfg))
-    return out
+    return [r if "decide" in r["config"] else dict(r, config=normal_config(r["config"])) for r in records]
 
 
 def criterion(cfg: dict) -> float:

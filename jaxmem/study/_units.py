@@ -27,7 +27,7 @@ from .._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, NO_TRAINING,
 from .._validate import available_bytes, check_choice, check_int, check_memory, InvalidArgument
 from ..solvers._constraints import batch_constraints
 from ..solvers._decide import DecideConfig, STATUS
-from ..solvers._dispatch import choose_decider, rank_search
+from ..solvers._dispatch import choose_decider
 from ..solvers._margin import MARGIN_STATUS, max_margin_constraints, MaxMarginConfig
 from ..solvers._working_set import working_set_size
 from ._mechanism import normalised_spectrum, score_table
@@ -111,8 +111,6 @@ def point_configs(
         base["decide"] = decide
     if solver == "adam":
         base["adam"] = train_fields(adam_config)
-    if solver == "certified" and model == "factored":
-        base["rank_search"] = rank_search(d)
     batch = min(group, seeds)
     check_memory(
         "d, seeds and group", unit_bytes(d=d, p=plan.p_max, batch=batch, memory=decide_config.memory)
