@@ -27,6 +27,7 @@ from jaxmem.study import (
     Store,
     threshold_rows,
     unit_settings,
+    verdict,
 )
 
 
@@ -426,6 +427,9 @@ def test_a_rank_m_row_is_a_lower_bound_with_its_uncertified_gap(d8_records):
     assert row["lower_bound"] and row["gap_paired"] == 4 and row["gap_seeds"] == sum(below)
     assert all(r["p_star"] <= full[r["seed"]] for r in fac), "a rank-m memory is a full-rank one"
     assert "agrees" not in row["theory_verdict"] and "below" not in row["theory_verdict"]
+    # the report's verdicts follow the same rule
+    assert verdict(0.80, 0.96, 0.89, "theory", lower_bound=True).startswith("undecided")
+    assert verdict(0.80, 0.96, 0.75, "theory", lower_bound=True) == "above theory"
     alone = next(r for r in threshold_rows(fac))
     assert alone["gap_paired"] == 0 and alone["gap_seeds"] is None
     assert not any(r.get("lower_bound") for r in threshold_rows(d8_records))

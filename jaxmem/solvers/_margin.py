@@ -148,10 +148,15 @@ class _IPM(eqx.Module):
     it: jax.Array
 
 
+def _normalised_margin(cons: Constraints, a, W):
+    """`gamma(W) = min_i <W, A_i> / (a |W|_F)` over the real constraints."""
+    M = jnp.where(cons.mask, cons.margins(W) / a, jnp.inf)
+    return jnp.min(M) / jnp.maximum(jnp.linalg.norm(W), jnp.finfo(W.dtype).tiny)
+
+
 def _bounds(cons: Constraints, a, X, lam):
     """`(gamma(X), |sum lambda_i B_i| / sum lambda_i)`."""
-    M = jnp.where(cons.mask, cons.margins(X) / a, jnp.inf)
-    lower = jnp.min(M) / jnp.maximum(jnp.linalg.norm(X), jnp.finfo(X.dtype).tiny)
+    lower = _normalised_margin(cons, a, X)
     lsum = jnp.sum(lam)
     G = cons.adjoint(jnp.where(cons.mask, lam, 0.0)) / a
     upper = jnp.where(lsum > 0, jnp.linalg.norm(G) / jnp.where(lsum > 0, lsum, 1.0), jnp.inf)
@@ -237,8 +242,8 @@ def _rank_phase(cons: Constraints, c64: Constraints, a, W, m: int, cfg: MaxMargi
         Qd, Rd = _truncate(W_dec, m)
         sub64 = jax.tree.map(lambda x: x[bad], c64)
         g_dec = np.asarray(_gamma(sub64, a[bad], jnp.asarray(np.einsum("nim,njm->nij", Qd, Rd))))
-        use = bad[g_dec > gamma[bad]]
-        Q[use], R[use] = Qd[g_dec > gamma[bad]], Rd[g_dec > gamma[bad]]
+        better = g_dec > gamma[bad]
+        Q[bad[better]], R[bad[better]] = Qd[better], Rd[better]
     best = np.einsum("nim,njm->nij", Q, R)
     gamma = np.asarray(_gamma(c64, a, jnp.asarray(best)))
     iters = np.zeros(W.shape[0], np.int64)
@@ -268,11 +273,7 @@ def _rank_phase(cons: Constraints, c64: Constraints, a, W, m: int, cfg: MaxMargi
 
 @jax.jit
 def _gamma(cons, a, W):
-    def one(c, a, W):
-        M = jnp.where(c.mask, c.margins(W) / a, jnp.inf)
-        return jnp.min(M) / jnp.linalg.norm(W)
-
-    return jax.vmap(one)(cons, a, W)
+    return jax.vmap(_normalised_margin)(cons, a, W)
 
 
 @jax.jit

@@ -32,6 +32,7 @@ from ._analysis import (
     setup,
     theory_verdict,
     threshold_rows,
+    verdict,
 )
 from ._figures import FIGURES, save_figure
 from ._mechanism import (

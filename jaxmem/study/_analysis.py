@@ -164,15 +164,18 @@ def uncertified_gap(recs: list[dict], full: dict) -> dict:
     )
 
 
-def gap_note(row) -> str:
-    """One line on a lower-bound row: what it is and how wide its uncertified gap is."""
-    head = f"d={row['d']} {row['problem']} kappa={row['kappa']:.2f}: a lower bound"
+def gap_note(row, head: bool = True) -> str:
+    """What a lower-bound row is and how wide its uncertified gap is (`head`: led by the row's
+    `d`, problem and `kappa`, for a line of its own)."""
     if not row.get("gap_paired"):
-        return f"{head}; no full-rank threshold of the same tasks to bound the gap (measure model full)"
-    return (
-        f"{head}; {row['gap_seeds']} of {row['gap_paired']} seeds lie below their full-rank threshold "
-        f"(the rank-m threshold is uncertified in between), median width {row['gap_alpha']:.3f} in alpha"
-    )
+        text = "A lower bound; no full-rank threshold of the same tasks to bound the gap (measure model full)"
+    else:
+        text = (
+            f"A lower bound; {row['gap_seeds']} of {row['gap_paired']} seeds lie below their full-rank "
+            "threshold (the rank-m threshold is uncertified in between), median width "
+            f"{row['gap_alpha']:.3f} in alpha"
+        )
+    return f"d={row['d']} {row['problem']} kappa={row['kappa']:.2f}: {text}" if head else text
 
 
 def _censored(rec: dict) -> bool:
@@ -553,7 +556,11 @@ def transition_theory(rows):
     return out
 
 
-def verdict(lo, hi, value, what):
+def verdict(lo, hi, value, what, lower_bound: bool = False):
+    """What a 95% CI `[lo, hi]` says of `value`; of a lower bound (a certified rank-`m` row), only
+    "above" can be decided."""
+    if lower_bound and lo is not None and math.isfinite(lo) and value is not None:
+        return f"above {what}" if lo > value else f"undecided (a lower bound not above {what})"
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)) or value is None:
         return "undecided (no CI)"
     if lo <= value <= hi:

@@ -82,11 +82,14 @@ def write_report(out: str) -> tuple[str, list[dict]]:
         a50 = loads.get((r["d"], 1.0)) if full else None
         a50v = float(a50.alpha_50) if a50 is not None else None
         a50s = f"{a50v:.3f} ({float(a50.alpha_50_se):.3f})" if a50 is not None else "—"
+        vs_theory = verdict(
+            r["ci_low"], r["ci_high"], r.get("theory_alpha_c"), "theory", r.get("lower_bound")
+        )
         L.append(
             f"| {r['d']} | {r['problem'].upper()} | {r['model']} | {r['kappa']:.2f} | {r['solver']} | "
             f"{setup(r)} | {r['seeds']} | {fmt(r['p_c'], 1)} | {fmt(r['alpha_c'])} | "
             f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}] | {fmt(r.get('theory_alpha_c'))} | "
-            f"{verdict(r['ci_low'], r['ci_high'], r.get('theory_alpha_c'), 'theory')} | {a50s} | "
+            f"{vs_theory} | {a50s} | "
             f"{verdict(r['ci_low'], r['ci_high'], a50v, 'alpha_50') if a50v is not None else '—'} |"
         )
     undecided = sum(r["undecided"] for r in rows)
@@ -256,11 +259,10 @@ def _rank_section(rows, table):
         L.append(
             f"- d={r['d']} kappa={r['kappa']:.2f} {r['solver']}: {fmt(r['alpha_c'])} "
             f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}], undecided {r['undecided']}; theory "
-            f"alpha_c(p_c, kappa) = {fmt(r.get('theory_alpha_c'))} "
-            f"({r.get('theory_verdict') or verdict(r['ci_low'], r['ci_high'], th_c, 'it')}), "
-            "asymptote F(kappa)/2 = "
-            f"{table['asymptote'][r['kappa']]:.3f}."
-            + (f" {gap_note(r).split(': ', 1)[1].capitalize()}." if r.get("lower_bound") else "")
+            f"alpha_c(p_c, kappa) = {fmt(th_c)} "
+            f"({verdict(r['ci_low'], r['ci_high'], th_c, 'it', r.get('lower_bound'))}), "
+            f"asymptote F(kappa)/2 = {table['asymptote'][r['kappa']]:.3f}."
+            + (f" {gap_note(r, head=False)}." if r.get("lower_bound") else "")
         )
     return L
 
