@@ -63,19 +63,21 @@ def tasks_of(problem, d, seeds, seed0, p):
     return jax.tree.map(lambda *x: jnp.stack(x), *[one(s) for s in range(seeds)])
 
 
-def candidates(tasks, j, p):
-    if tasks.problem == "op":
-        return np.asarray(tasks.targets[j, :p], np.float64)
-    return np.asarray(tasks.materialised[j, :p, :p], np.float64)
+def constraints64(tasks, ps):
+    """The tasks' constraints at prefixes `ps` in float64 (numpy) and their rms norms `a`."""
+    cons = jm.solvers.batch_constraints(tasks, ps, int(ps.max()), stream=False)
+    with jax.enable_x64(True):
+        c64 = jax.tree.map(jm.solvers.to64, cons)
+        a = np.asarray(jax.vmap(lambda c: c.rms_norm())(c64))
+        return jax.tree.map(np.asarray, c64), a
 
 
-def summarise(W, tasks, j, p, d, m, F, key):
+def summarise(W, cons, j, p, d, m, F, key):
     """`memory_summary` of one memory, the laws sampled from `key`."""
     k1, k2 = jax.random.split(key)
     law = np.asarray(th.qc_sample(k1, 20_000, m / d))
     finite = np.asarray(th.product_spectrum(k2, d, p, samples=8, kappa=m / d))
-    E = np.asarray(tasks.inputs[j, :p], np.float64)
-    return memory_summary(W, E, candidates(tasks, j, p), p, m=m, F=F, law=law, finite=finite)
+    return memory_summary(W, cons.inputs[j], cons.candidates[j], p, m=m, F=F, law=law, finite=finite)
 
 
 def measure(args, log):
@@ -104,6 +106,7 @@ def measure(args, log):
             t = time.perf_counter()
             mm = jm.max_margin(tasks, p=ps)
             sec = time.perf_counter() - t
+            cons, a = constraints64(tasks, ps)
             print(
                 f"{problem} load {load}: max-margin of {n} instances in {sec:.0f} s, "
                 f"gaps {np.round(mm.gap, 4).tolist()}",
@@ -116,14 +119,8 @@ def measure(args, log):
                 kappa_th = margin_at_load(p, alpha)
                 law = th.optimal_scores(p, margin=kappa_th, samples=20_000, key=jax.random.fold_in(key, p))
                 law0 = th.optimal_scores(p, samples=20_000, key=jax.random.fold_in(key, p))
-                a = rms_norm(tasks, j, p)
-                sc = score_table(
-                    mm.weight[j], np.asarray(tasks.inputs[j], np.float64), candidates(tasks, j, p), p
-                )
-                E, U = (
-                    np.asarray(tasks.inputs[j, :p], np.float64),
-                    np.asarray(tasks.targets[j, :p], np.float64),
-                )
+                sc = score_table(mm.weight[j], cons.inputs[j], cons.candidates[j], p)
+                E, U = cons.inputs[j, :p], np.asarray(tasks.targets[j, :p], np.float64)
                 rec = dict(
                     problem=problem,
                     load=load,
@@ -134,7 +131,7 @@ def measure(args, log):
                     status=jm.solvers.MARGIN_STATUS[int(mm.status[j])],
                     gap_certified=float(mm.gap[j]),
                     margin=float(mm.margin[j]),
-                    margin_field=float(mm.margin[j] * a),
+                    margin_field=float(mm.margin[j] * a[j]),
                     margin_theory=kappa_th,
                     active=float(np.mean(mm.active[j, :p])),
                     pooled_theory=float(np.mean(np.asarray(law.pooled))),
@@ -142,10 +139,8 @@ def measure(args, log):
                     law_target_sd=float(np.std(np.asarray(law.target))),
                     law0_target=float(np.mean(np.asarray(law0.target))),
                     threshold=math.sqrt(2 * math.log(p)),
-                    max_margin=summarise(
-                        mm.weight[j], tasks, j, p, d, d, 1.0, jax.random.fold_in(key, 7 * p)
-                    ),
-                    hebbian=summarise(U.T @ E, tasks, j, p, d, d, 1.0, jax.random.fold_in(key, 7 * p)),
+                    max_margin=summarise(mm.weight[j], cons, j, p, d, d, 1.0, jax.random.fold_in(key, 7 * p)),
+                    hebbian=summarise(U.T @ E, cons, j, p, d, d, 1.0, jax.random.fold_in(key, 7 * p)),
                     singular_values=normalised_spectrum(mm.weight[j], d).tolist(),
                     hebbian_singular_values=normalised_spectrum(U.T @ E, d).tolist(),
                     targets=sc["target"].tolist(),
@@ -160,6 +155,7 @@ def measure(args, log):
             t = time.perf_counter()
             mm = jm.max_margin(tasks, p=ps, model="factored", kappa=args.kappa)
             sec = time.perf_counter() - t
+            cons, _ = constraints64(tasks, ps)
             print(
                 f"{problem} rank {m}: max-margin of {n} instances in {sec:.0f} s, "
                 f"margins {mm.margin.tolist()}",
@@ -179,25 +175,12 @@ def measure(args, log):
                         margin=float(mm.margin[j]),
                         gap_to_full=float(mm.gap[j]),
                         max_margin=summarise(
-                            mm.weight[j], tasks, j, p, d, m, F, jax.random.fold_in(key, 11 * p)
+                            mm.weight[j], cons, j, p, d, m, F, jax.random.fold_in(key, 11 * p)
                         ),
                         singular_values=normalised_spectrum(mm.weight[j], m, F).tolist(),
                     )
                 )
     return out
-
-
-def rms_norm(tasks, j, p):
-    E = np.asarray(tasks.inputs[j, :p], np.float64)
-    C = candidates(tasks, j, p)
-    e2 = np.sum(E * E, axis=1)
-    if C.ndim == 2:
-        c2 = np.sum(C * C, axis=1)
-        diff2 = c2[:, None] + c2[None, :] - 2 * C @ C.T
-    else:
-        diff2 = np.sum((np.diagonal(C, axis1=0, axis2=1).T[:, None, :] - C) ** 2, axis=-1)
-    np.fill_diagonal(diff2, 0.0)
-    return math.sqrt(np.sum(diff2 * e2[:, None]) / (p * (p - 1)))
 
 
 def line(*cells) -> str:
@@ -343,6 +326,11 @@ def tables(res, args) -> str:
     return "\n".join(L) + "\n"
 
 
+def step(ax, values, **kw):
+    """A density step histogram of the concatenated `values`."""
+    ax.hist(np.concatenate(values), density=True, histtype="step", **kw)
+
+
 def figure(res, args, path):
     full = [r for r in res["instances"] if "rank" not in r]
     load = max(args.loads)
@@ -350,36 +338,32 @@ def figure(res, args, path):
     grid = np.linspace(0, 2, 200)
     for problem, c in zip(args.problem, ("C0", "C1")):
         rs = [r for r in full if r["problem"] == problem and r["load"] == load]
-        ax[0].hist(
-            np.concatenate([r["singular_values"] for r in rs]),
+        step(
+            ax[0],
+            [r["singular_values"] for r in rs],
             bins=40,
-            density=True,
-            histtype="step",
             color=c,
             label=f"max margin {problem.upper()}",
         )
-        ax[2].hist(
-            np.concatenate([r["targets"] for r in rs]),
+        step(
+            ax[2],
+            [r["targets"] for r in rs],
             bins=50,
-            density=True,
-            histtype="step",
             color=c,
             label=f"targets {problem.upper()}",
         )
-        ax[3].hist(
-            np.concatenate([r["active_per_input"] for r in rs]),
+        step(
+            ax[3],
+            [r["active_per_input"] for r in rs],
             bins=np.arange(0, 30) - 0.5,
-            density=True,
-            histtype="step",
             color=c,
             label=f"active {problem.upper()}",
         )
     rs = [r for r in full if r["load"] == load and r["problem"] == args.problem[0]]
-    ax[0].hist(
-        np.concatenate([r["hebbian_singular_values"] for r in rs]),
+    step(
+        ax[0],
+        [r["hebbian_singular_values"] for r in rs],
         bins=40,
-        density=True,
-        histtype="step",
         color="C2",
         label="Hebbian",
     )
@@ -389,11 +373,10 @@ def figure(res, args, path):
     for problem, c in zip(args.problem, ("C0", "C1")):
         fs = [r for r in fac if r["problem"] == problem]
         if fs:
-            ax[1].hist(
-                np.concatenate([r["singular_values"] for r in fs]),
+            step(
+                ax[1],
+                [r["singular_values"] for r in fs],
                 bins=30,
-                density=True,
-                histtype="step",
                 color=c,
                 label=f"rank {fs[0]['rank']} {problem.upper()}",
             )
@@ -401,11 +384,10 @@ def figure(res, args, path):
         k = fac[0]["rank"] / args.d
         ax[1].plot(grid, np.asarray(th.truncated_density(grid, k)), "k--", label="truncated quarter circle")
     ax[1].set(title=f"rank-kappa d max margin (kappa {args.kappa})", xlabel="s / sqrt(d)")
-    ax[2].hist(
-        np.concatenate([r["law_targets"] for r in rs]),
+    step(
+        ax[2],
+        [r["law_targets"] for r in rs],
         bins=50,
-        density=True,
-        histtype="step",
         color="k",
         linestyle="--",
         label="water level (theory)",
@@ -452,7 +434,10 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     t0 = time.perf_counter()
     path = os.path.join(args.out, "mechanism.json")
-    old = json.load(open(path)) if os.path.exists(path) else None
+    old = None
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
     if old is not None and old["config"] == vars(args):
         res = old  # measured already with these settings: tables and figure only
     else:
