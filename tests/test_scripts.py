@@ -27,3 +27,19 @@ def test_every_benchmark_and_script_imports():
         [sys.executable, "-c", CODE, *paths], capture_output=True, text=True, cwd=ROOT, timeout=300
     )
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_scaling_script_plans_and_refuses_bad_shards_without_writing(tmp_path):
+    out = tmp_path / "scaling"
+    run = lambda *a: subprocess.run(
+        [sys.executable, "scripts/scaling.py", "--out", str(out), *a],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    r = run("--shard", "3/2")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "--shard" in r.stderr
+    r = run("--plan")
+    assert r.returncode == 0 and r.stdout.strip().endswith("44 units of work"), r.stdout[-500:]
+    assert not out.exists(), "--plan and a refused run write nothing"

@@ -153,3 +153,87 @@ def test_the_figures_only_draw_the_panels_tables():
     }
     assert not {x for x in imported if x.startswith("jax") or "theory" in x or x.endswith("select")}, imported
     assert imported & {"_panels.ReportData"}, imported
+
+
+def _synthetic(d, problem, p_stars):
+    cfg = dict(
+        d=d, problem=problem, model="full", kappa=1.0, solver="certified", embedding="gaussian", seed0=0
+    )
+    return [dict(config=cfg, seed=s, p_star=int(p)) for s, p in enumerate(p_stars)]
+
+
+def test_scaling_gaps_are_differences_of_medians_with_the_theory_at_the_same_p():
+    from jaxmem._tasks import alpha_of
+    from jaxmem.study import gap_samples
+
+    rng = np.random.default_rng(1)
+    op, dp = rng.integers(500, 540, 33), rng.integers(490, 530, 33)
+    recs = _synthetic(64, "op", op) + _synthetic(64, "dp", dp)
+    est, _ = gap_samples(recs, 64, "op-dp", np.random.default_rng(0), 200)
+    assert est == pytest.approx(alpha_of(64, np.median(op)) - alpha_of(64, np.median(dp)))
+    est, boot = gap_samples(recs, 64, "op-theory", np.random.default_rng(0), 200)
+    m = float(np.median(op))
+    assert est == pytest.approx(alpha_of(64, m) - float(th.alpha_c(m)), abs=1e-4)
+    # each bootstrap sample: the theory at its own median (the function's draws), plus the
+    # theory's Monte Carlo error (about 1.5e-3)
+    med = np.median(np.random.default_rng(0).choice(op, (200, op.size)), axis=1)
+    resid = boot - np.array([alpha_of(64, x) - float(th.alpha_c(float(x))) for x in med])
+    from jaxmem.theory._capacity import DEFAULT_SE as se
+
+    assert abs(resid.mean()) < 4 * se / np.sqrt(200) and 0.5 < resid.std() / se < 1.2
+    assert gap_samples(_synthetic(64, "op", [500]), 64, "op-theory", rng) is None
+
+
+def test_the_scaling_trend_verdict_is_what_its_ci_decides():
+    from jaxmem.study import gap_trend, trend_note
+
+    def recs(gap16, gap64, n=40, spread=0):
+        rng = np.random.default_rng(0)
+        jitter = lambda: rng.integers(-spread, spread + 1, n)
+        return (
+            _synthetic(16, "op", 60 + gap16 + jitter())
+            + _synthetic(16, "dp", 60 + jitter())
+            + _synthetic(64, "op", 520 + gap64 + jitter())
+            + _synthetic(64, "dp", 520 + jitter())
+        )
+
+    shrinks = gap_trend(recs(3, 0), "op-dp", 16, 64, n_boot=200)
+    assert shrinks["verdict"] == "shrinks" and shrinks["ci_low"] > 0
+    grows = gap_trend(recs(0, 3), "op-dp", 16, 64, n_boot=200)
+    assert grows["verdict"] == "does not shrink" and grows["ci_high"] < 0
+    # the size counts: a negative gap that closes shrinks; one that overshoots to the other
+    # side by more does not
+    assert gap_trend(recs(-3, 0), "op-dp", 16, 64, n_boot=200)["verdict"] == "shrinks"
+    assert gap_trend(recs(2, -40), "op-dp", 16, 64, n_boot=200)["verdict"] == "does not shrink"
+    # a gap at d1 whose own CI holds 0 decides nothing
+    spread = 60 + np.arange(-12, 13, 3)  # OP and DP alike: a gap of 0 with a wide CI
+    same = _synthetic(16, "op", spread) + _synthetic(16, "dp", spread)
+    noisy = gap_trend(same + recs(0, 3)[-80:], "op-dp", 16, 64, n_boot=200)
+    assert noisy["verdict"] == "undecided" and noisy["seeds_to_decide"] > 8
+    assert "**undecided** (about" in trend_note(noisy)
+    assert gap_trend(recs(1, 0), "op-dp", 16, 128) is None
+
+
+def test_scaling_report_from_records_alone(tmp_path, capsys):
+    """`write_scaling` reads a folder's records and writes only its three files; its capacities
+    are those of `jaxmem capacity DIR`."""
+    from jaxmem.study import measure, point_configs, Store, write_scaling
+
+    out = str(tmp_path / "scaling")
+    units = [c for pr in ("op", "dp") for c in point_configs(d=6, problem=pr, seeds=6, group=6)]
+    measure(units, store=Store(out))
+    before = sorted(os.listdir(out))
+    path, summary = write_scaling(out, band_samples=64)
+    assert sorted(set(os.listdir(out)) - set(before)) == [
+        "scaling.json",
+        "scaling.md",
+        "scaling.pdf",
+        "scaling.png",
+    ]
+    (row,) = summary["table"]
+    assert set(row["gaps"]) == {"op-dp", "op-theory", "dp-theory"}
+    assert main(["capacity", out, "--json"]) == 0
+    got = {r["problem"]: r["alpha_c"] for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert got == {"op": row["op"]["alpha_c"], "dp": row["dp"]["alpha_c"]}
+    with open(path) as f:
+        assert "| 6 | 6/6 |" in f.read()

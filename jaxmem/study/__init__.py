@@ -28,10 +28,15 @@ from ._analysis import (
     estimate,
     fmt,
     gap_note,
+    gap_samples,
+    gap_trend,
+    GAPS,
     public,
+    scaling_table,
     setup,
     theory_verdict,
     threshold_rows,
+    trend_note,
     verdict,
 )
 from ._figures import FIGURES, save_figure
@@ -64,7 +69,7 @@ from ._records import (
     train_fields,
     unit_settings,
 )
-from ._report import read_study, write_report
+from ._report import read_study, write_report, write_scaling
 from ._runner import check_jobs, default_jobs, distinct_units, measure, run_units
 from ._spec import (
     capacity,
@@ -75,6 +80,10 @@ from ._spec import (
     QUICK,
     run_study,
     run_sweep,
+    SCALING,
+    scaling_points,
+    SCALING_QUICK,
+    ScalingSpec,
     study_points,
     StudySpec,
     SweepSpec,

@@ -568,23 +568,136 @@ def verdict(lo, hi, value, what, lower_bound: bool = False):
     return f"{'above' if lo > value else 'below'} {what}"
 
 
-def shrink(records, d1, d2, rng, n_boot=2000):
-    """Bootstrap CI of `(OP - DP)(d1) - (OP - DP)(d2)`, certified, Gaussian embeddings."""
+def _certified_p_stars(records, d, problem):
+    """The certified full-rank thresholds `p*` at `d` (Gaussian embeddings), in seed order."""
+    recs = select(records, d=d, problem=problem, **CERTIFIED_FULL)
+    return np.array([r["p_star"] for r in sorted(recs, key=lambda r: (r["config"]["seed0"], r["seed"]))])
 
-    def p(d, problem):
-        return np.array(
-            [
-                r["p_star"]
-                for r in sorted(
-                    select(records, d=d, problem=problem, **CERTIFIED_FULL),
-                    key=lambda r: (r["config"]["seed0"], r["seed"]),
-                )
-            ]
-        )
 
-    b = lambda d, pr: bootstrap_median_alpha(p(d, pr), d, rng, n_boot)
-    diff = (b(d1, "op") - b(d1, "dp")) - (b(d2, "op") - b(d2, "dp"))
-    return tuple(float(x) for x in np.percentile(diff, [2.5, 97.5]))
+# the differences the scaling study measures, (minuend, subtrahend); "theory" is Gardner's
+# alpha_c(p_c) at the minuend's own median threshold p_c
+GAPS = {"op-dp": ("op", "dp"), "op-theory": ("op", "theory"), "dp-theory": ("dp", "theory")}
+
+
+def _theory_at(ps):
+    """Gardner's `alpha_c(p)` at each of `ps`, and the largest of its Monte Carlo standard
+    errors (at most 0.0015, its default target): computed at up to 5 points spread over their
+    range and linear between (within 1e-4 of a direct evaluation over the few per cent of `p` a
+    bootstrap median spans)."""
+    ps = np.asarray(ps, float)
+    grid = np.unique(np.linspace(ps.min(), ps.max(), 5))
+    caps = [th.capacity(float(p)) for p in grid]
+    return np.interp(ps, grid, [float(c.alpha_c) for c in caps]), max(float(c.alpha_c_se) for c in caps)
+
+
+def gap_samples(records, d, gap, rng, n_boot=2000):
+    """One difference of `GAPS` at `d`: its estimate (from the medians) and `n_boot` bootstrap
+    samples (seeds resampled independently per problem). A theory term is Gardner's
+    `alpha_c(p_c)` at the same bootstrap median `p_c` as the measured term, plus a normal draw of
+    its own Monte Carlo error, so the interval carries both.
+
+    **Returns:** `(estimate, samples)`, or `None` where a side has fewer than 2 seeds."""
+    a, b = GAPS[gap]
+    xa = _certified_p_stars(records, d, a)
+    if xa.size < 2:
+        return None
+    med = np.median(rng.choice(xa, (n_boot, xa.size)), axis=1)
+    if b == "theory":
+        est_p = np.median(xa)
+        theory, se = _theory_at(np.append(med, est_p))
+        noise = se * rng.standard_normal(n_boot)
+        return float(alpha_of(d, est_p) - theory[-1]), alpha_of(d, med) - theory[:-1] - noise
+    xb = _certified_p_stars(records, d, b)
+    if xb.size < 2:
+        return None
+    est = alpha_of(d, np.median(xa)) - alpha_of(d, np.median(xb))
+    return float(est), alpha_of(d, med) - bootstrap_median_alpha(xb, d, rng, n_boot)
+
+
+def _ci_verdict(est, samples, yes, no, n):
+    """The 95% percentile interval of `samples`, the verdict `yes` (interval above 0), `no`
+    (below) or undecided, and the seeds per side that would decide it (`_seeds_to_decide`)."""
+    lo, hi = (float(x) for x in np.percentile(samples, [2.5, 97.5]))
+    verdict = yes if lo > 0 else no if hi < 0 else "undecided"
+    return dict(
+        diff=est, ci_low=lo, ci_high=hi, verdict=verdict, seeds_to_decide=_seeds_to_decide(est, lo, hi, n)
+    )
+
+
+def gap_trend(records, gap, d1, d2, *, seed=0, n_boot=2000) -> dict | None:
+    """Does a difference of `GAPS` shrink in size from `d1` to `d2`?
+
+    The two gaps are bootstrapped independently. `|gap(d2)| < |gap(d1)|` is decided ("shrinks")
+    where the gap at `d1` is decided (its 95% CI excludes 0; `s` its sign) and the intervals of
+    both `s (gap(d1) - gap(d2))` and `s (gap(d1) + gap(d2))` lie above 0; `|gap(d2)| > |gap(d1)|`
+    ("does not shrink") likewise with the ends swapped; otherwise "undecided".
+
+    **Returns:** `dict(gap, d1, d2, diff, ci_low, ci_high, verdict, seeds_to_decide)`: `diff` and
+    its CI are `s (gap(d1) - gap(d2))` (`s` the sign of the estimate at `d1`), the change in size
+    while the gap keeps its sign; `None` where either end is missing."""
+    rng = np.random.default_rng(seed)
+    one, two = gap_samples(records, d1, gap, rng, n_boot), gap_samples(records, d2, gap, rng, n_boot)
+    if one is None or two is None:
+        return None
+    above = lambda x: np.percentile(x, 2.5) > 0
+    decided = lambda g: above(g[1]) or above(-g[1])
+
+    def smaller(a, b):  # |b| < |a|, decided
+        s = 1.0 if a[0] >= 0 else -1.0
+        return decided(a) and above(s * (a[1] - b[1])) and above(s * (a[1] + b[1]))
+
+    s = 1.0 if one[0] >= 0 else -1.0
+    n = min(_certified_p_stars(records, d, p).size for d in (d1, d2) for p in GAPS[gap] if p != "theory")
+    out = _ci_verdict(s * (one[0] - two[0]), s * (one[1] - two[1]), "", "", n)
+    out["verdict"] = (
+        "shrinks" if smaller(one, two) else "does not shrink" if smaller(two, one) else "undecided"
+    )
+    return dict(gap=gap, d1=d1, d2=d2, **out)
+
+
+_GAP_NAMES = {"op-dp": "OP − DP", "op-theory": "OP − theory", "dp-theory": "DP − theory"}
+
+
+def trend_note(t: dict) -> str:
+    """One sentence for a `gap_trend`: the change of the gap's size between its two `d`, its CI
+    and the verdict (with the seeds per point that would decide an undecided one)."""
+    name = _GAP_NAMES[t["gap"]]
+    tail = (
+        f" (about {t['seeds_to_decide']} seeds per point would decide it)"
+        if t["verdict"] == "undecided" and t["seeds_to_decide"] is not None
+        else ""
+    )
+    return (
+        f"|{name}| at d = {t['d1']} minus at d = {t['d2']}: {t['diff']:+.3f}, "
+        f"95% CI [{t['ci_low']:+.3f}, {t['ci_high']:+.3f}]: **{t['verdict']}**{tail}."
+    )
+
+
+def scaling_table(records, *, seed=0, n_boot=2000, band_samples=16384) -> list[dict]:
+    """Per `d` of the certified full-rank points (Gaussian embeddings): the OP and DP capacity
+    rows (`threshold_rows`), the transition theory's band `alpha` at P(all stored) = 0.75, 0.5
+    and 0.25 (`th.transition_loads`), and every difference of `GAPS` measured there with its
+    bootstrap 95% CI and verdict ("above"/"below" 0, or undecided with the seeds per side that
+    would decide it).
+
+    **Returns:** a list of `dict(d, op, dp, band, gaps)` sorted by `d` (`op`/`dp` `None` where
+    not measured)."""
+    rng = np.random.default_rng(seed)
+    full = [r for r in records if all(r["config"].get(k) == v for k, v in CERTIFIED_FULL.items())]
+    rows = threshold_rows(full)
+    out = []
+    for d in sorted({r["d"] for r in rows}):
+        at = {r["problem"]: r for r in rows if r["d"] == d}
+        loads = th.transition_loads(d, samples=band_samples)
+        band = [float(loads.alpha_p75), float(loads.alpha_50), float(loads.alpha_p25)]
+        gaps = {}
+        for gap, (a, b) in GAPS.items():
+            got = gap_samples(records, d, gap, rng, n_boot)
+            if got is not None:
+                n = min(at[x]["seeds"] for x in (a, b) if x != "theory")
+                gaps[gap] = _ci_verdict(*got, "above", "below", n)
+        out.append(dict(d=d, op=at.get("op"), dp=at.get("dp"), band=band, gaps=gaps))
+    return out
 
 
 def peer_rows(rows):

@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 
 import equinox as eqx  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .._files import atomic_write  # noqa: E402
@@ -298,6 +299,58 @@ def fig_sweep(rows: list, out) -> str:
     ax.set_title("Fixed-p sweep: P(all stored) and the logistic alpha_c (dashed, 95% CI shaded)", fontsize=9)
     _legend(ax)
     return save_figure(fig, out, "fig_sweep")
+
+
+def _against_d(ax, ds, ylabel, title) -> None:
+    """A panel against `d`: a log axis with ticks at the measured `d`, labels, title, legend."""
+    _log_scale(ax, bool(ds), "x")
+    if ds:
+        ax.set_xticks(ds, [str(d) for d in ds])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_xlabel("d")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    _legend(ax)
+
+
+def fig_scaling(table: list, out) -> str:
+    """The scaling study (`scaling_table`'s rows): left, the certified capacities of the OP and
+    the DP against `d` with 95% CIs, Gardner's `alpha_c(p_c)` at each measured `p_c`, the
+    transition theory's band (P(all stored) from 0.75 to 0.25) and the asymptote 1/2; right,
+    OP - DP, OP - theory and DP - theory with their CIs. Nothing is fitted."""
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for key, color, dx in (("op", "C0", 0.98), ("dp", "C1", 1.02)):
+        rows = [t[key] for t in table if t[key] is not None]
+        _errorbar(ax, rows, [r["d"] for r in rows], color, f"certified {key.upper()}", dx=dx)
+        th_ = [(r["d"] * dx, r["theory_alpha_c"]) for r in rows if r.get("theory_alpha_c") is not None]
+        if th_:
+            ax.plot(
+                *zip(*th_), "x", color=color, ms=7, label=rf"$\alpha_c(p_c)$ at the {key.upper()}'s $p_c$"
+            )
+    ds = [t["d"] for t in table]
+    if ds:
+        band = np.array([t["band"] for t in table])
+        ax.fill_between(
+            ds, band[:, 0], band[:, 2], color="C3", alpha=0.12, label="transition band P 0.75..0.25"
+        )
+        ax.plot(ds, band[:, 1], ":", color="C3", lw=1, label=r"transition $\alpha_{50}(d)$")
+    ax.axhline(0.5, color="k", ls="-.", lw=1, label="asymptote 1/2")
+    _against_d(ax, ds, r"$\hat\alpha_c = p_c\ln p_c/d^2$", "Certified capacity against d (95% CIs)")
+    for j, (gap, label) in enumerate(
+        (("op-dp", "OP − DP"), ("op-theory", "OP − theory"), ("dp-theory", "DP − theory"))
+    ):
+        pts = [(t["d"], t["gaps"][gap]) for t in table if gap in t["gaps"]]
+        if not pts:
+            continue
+        x = np.array([d for d, _ in pts]) * (0.97, 1.0, 1.03)[j]
+        y = np.array([g["diff"] for _, g in pts])
+        err = np.array(
+            [[g["diff"] - g["ci_low"] for _, g in pts], [g["ci_high"] - g["diff"] for _, g in pts]]
+        )
+        bx.errorbar(x, y, yerr=np.maximum(err, 0), fmt="os^"[j], color=f"C{j + 4}", capsize=3, label=label)
+    bx.axhline(0.0, color="k", lw=1)
+    _against_d(bx, ds, r"difference in $\hat\alpha_c$", "Differences with 95% bootstrap CIs")
+    return save_figure(fig, out, "scaling")
 
 
 class Figure(eqx.Module):

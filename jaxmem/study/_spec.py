@@ -156,6 +156,49 @@ QUICK = StudySpec(
 )
 
 
+class ScalingSpec(eqx.Module):
+    """The scaling study: certified capacities of the OP and the DP against `d`, for the
+    equivalence of the two problems as `d` grows (`scripts/scaling.py`).
+
+    **Arguments:**
+
+    - `op`, `dp`: `(d, seeds)` pairs: the certified full-rank points of each problem.
+    - `group`: seeds per unit of work.
+    """
+
+    op: tuple
+    dp: tuple
+    group: int = 16
+
+    def __check_init__(self):
+        _pairs("op", self.op)
+        _pairs("dp", self.dp)
+        check_int("group", self.group, 1)
+
+
+# The CPU scaling study (about an hour on the 2-core machine; README, "OP against DP at scale").
+# Seeds: 64 where a point takes minutes (95% CIs of OP - DP about 0.01 wide from d = 48; at
+# d = 16 and 24 one step of p is 0.02 and 0.014 in alpha, so no number of seeds narrows the CI
+# below it); 32 at d = 96 and 128, where the OP's point takes 10 to 20 minutes.
+SCALING = ScalingSpec(
+    op=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32)),
+    dp=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64)),
+)
+
+# The same path in about a minute (tests, and `scripts/scaling.py --quick`).
+SCALING_QUICK = ScalingSpec(op=((8, 16), (12, 16)), dp=((8, 16), (12, 16)))
+
+
+def scaling_points(spec: ScalingSpec) -> list[dict]:
+    """The units of work of a scaling study, by `d` and then problem (a partial run has the
+    small `d` of both problems first)."""
+    pts = [(d, "op", n) for d, n in spec.op] + [(d, "dp", n) for d, n in spec.dp]
+    units = []
+    for d, problem, n in sorted(pts, key=lambda t: (t[0], t[1] == "dp")):
+        units += point_configs(d=d, problem=problem, seeds=n, group=spec.group)
+    return units
+
+
 def study_points(spec: StudySpec) -> list[dict]:
     """The threshold units of work of a study (`point_configs` of every point)."""
     adam = TrainConfig(steps=spec.steps, lr=spec.lr)
