@@ -251,10 +251,9 @@ class Brackets:
 def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, t0) -> None:
     """All of a batch's decisions in one compacting run: when a seed's decision finishes it is
     certified (`conclude`) and the seed's next `p` starts in its slot at once, so the batch stays
-    full instead of every round waiting for its slowest decision. Each decision starts from
-    `W = 0`: a warm start from the seed's last storable memory took 2 to 3 times the
-    iterations, with either decider (its scale is far from the new problem's;
-    benchmarks/README.md, "Warm starts"). The constraints are padded to the
+    full instead of every round waiting for its slowest decision. A decision starts from `W = 0`,
+    or with `cfg.warm_start` (full rank) from the best multiple of the seed's last storable
+    memory (`best_multiple`; benchmarks/README.md, "Warm starts"). The constraints are padded to the
     multiple of `plan.pad` that the running proposals need, up or down (a seed's sequence of
     `p`, hence its decisions, is that of a round-by-round search). Where a step is cheap
     (`_SMALL_WORK`) a compilation costs more than the steps it saves: there the batch is neither
@@ -266,10 +265,14 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     P = size(current)
 
     parts = decider_parts(cfg, d=d, problem=tasks.problem, rank=rank)
+    # each seed's last storable memory, the start of its next decision
+    warm = np.zeros((n, d, d), np.dtype(tasks.inputs.dtype)) if cfg.warm_start and rank is None else None
 
     def build(P):
         # a finished seed's last p may exceed P; its slot is never stepped again
-        return parts.instances(tasks, np.minimum(current, P), P)
+        return parts.instances(
+            tasks, np.minimum(current, P), P, W0=None if warm is None else jnp.asarray(warm)
+        )
 
     solver, inst = build(P)
     shown = [time.perf_counter()]
@@ -288,6 +291,9 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         search.record(
             done, current[done], dec.status[:k], dec.margin[:k], dec.margin_bound[:k], dec.iterations[:k]
         )
+        if warm is not None:
+            stored = dec.status[:k] == STORABLE
+            warm[done[stored]] = dec.weight[:k][stored]
         again = search.searching(done)
         if log is not None and (time.perf_counter() - shown[0] > 10 or not again.size):
             shown[0] = time.perf_counter()
@@ -308,6 +314,8 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
             st = parts.resize(st, P)
         else:
             inst = eqx.tree_at(lambda i: i.cons.p, inst, jnp.asarray(np.minimum(current, P), jnp.int32))
+            if warm is not None:
+                inst = eqx.tree_at(lambda i: i.W0, inst, jnp.asarray(warm))
         idx = padded(again)
         st = scatter(st, idx, init_states(solver, gather(inst, idx)))
         return inst, st, again

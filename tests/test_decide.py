@@ -389,3 +389,32 @@ def test_continue_in_float64_keeps_a_certificate_only_when_its_recheck_agrees():
     assert out.tolist() == [STORABLE, UNSTORABLE, UNDECIDED]
     assert iterations.tolist() == [12, 5, 14] and margin.tolist() == [0.3, 0.0, 0.4]
     assert W.dtype == np.float64 and W[0].sum() == 4 and W[1].sum() == 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_warm_start_is_the_best_multiple_of_its_memory(stream):
+    """`warm(W0)` scales `W0` to the minimiser of the squared hinge along it (against a bounded
+    scalar minimisation in float64), dense or streamed; `W0 = 0` stays a cold start."""
+    from jaxmem.solvers import batch_constraints
+    from scipy.optimize import minimize_scalar
+
+    d, p = 8, 30
+    tasks = jm.make_tasks(jax.random.key(3), n=1, d=d, p=p, problem="op")
+    with jax.enable_x64(True):
+        E = np.asarray(tasks.inputs[0], np.float64)
+        U = np.asarray(tasks.targets[0], np.float64)
+        W0 = 7.0 * U[: p // 2].T @ E[: p // 2]  # the Hebbian memory of half the task, far too large
+        S = E @ W0.T @ U.T
+        M = (np.diag(S)[:, None] - S)[~np.eye(p, dtype=bool)]
+        phi = lambda t: np.sum(np.maximum(1.0 - t * M, 0.0) ** 2)
+        best = minimize_scalar(phi, bounds=(0.0, 10.0), method="bounded", options=dict(xatol=1e-12))
+        cons = jax.tree.map(lambda x: x[0], batch_constraints(tasks, np.array([p]), p, stream=stream))
+        cons = jax.tree.map(
+            lambda x: jnp.asarray(x, jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x, cons
+        )
+        X = np.asarray(cons.operator().warm(jnp.asarray(W0)))
+        s = X[0, 0] / W0[0, 0]
+        np.testing.assert_allclose(X, s * W0, rtol=1e-12)
+        assert phi(s) <= best.fun * (1 + 1e-6) + 1e-12
+        assert phi(s) < min(phi(1.0), phi(0.0)), "better than the memory as it is and than W = 0"
+        assert np.all(np.asarray(cons.operator().warm(jnp.zeros((d, d)))) == 0)

@@ -101,6 +101,43 @@ def test_thresholds_equal_the_dense_deciders(problem):
     np.testing.assert_array_equal(ws.lo, dense.lo)
 
 
+@pytest.mark.parametrize("decider", ["dense", "working-set"])
+def test_warm_started_searches_find_the_same_thresholds(decider):
+    """Seed by seed, a search whose decisions start from the best multiple of the seed's last
+    storable memory finds the thresholds of one that starts each from `W = 0`."""
+    d, seeds = 12, 4
+    plan = SearchPlan(p0=36, p_max=60)
+    tasks = jm.make_tasks(jax.random.key(4), n=seeds, d=d, p=plan.p_max, problem="op")
+    cfg = lambda warm: DecideConfig(decider=decider, working_set=8, warm_start=warm)
+    cold = search_thresholds(tasks, plan=plan, decide_config=cfg(False))
+    warm = search_thresholds(tasks, plan=plan, decide_config=cfg(True))
+    assert cold.exact.all() and warm.exact.all()
+    np.testing.assert_array_equal(warm.lo, cold.lo)
+    ps = lambda t: [[x[0] for x in dec] for dec in t.decisions]
+    assert ps(warm) == ps(cold), "the same proposals, decided alike"
+    it = lambda t: [x[4] for dec in t.decisions for x in dec]
+    assert it(warm) != it(cold), "the warm starts ran"
+
+
+def test_records_without_warm_start_read_as_cold():
+    from jaxmem.study import normal_config, point_key
+
+    plan = SearchPlan(p0=20, p_max=40)
+    unit = point_configs(d=8, problem="op", seeds=2, decide_config=DecideConfig(decider="dense"), plan=plan)[
+        0
+    ]
+    assert unit["decide"]["warm_start"] is False, "cold by default"
+    old = dict(unit, decide={k: v for k, v in unit["decide"].items() if k != "warm_start"})
+    assert normal_config(old)["decide"]["warm_start"] is False
+    assert point_key(old) == point_key(unit), "written before the setting, the same point"
+    warm = point_configs(d=8, problem="op", seeds=2, decide_config=DecideConfig(warm_start=True), plan=plan)[
+        0
+    ]
+    assert warm["decide"]["warm_start"] is True and point_key(warm) != point_key(unit)
+    with pytest.raises(ValueError, match="warm_start"):
+        DecideConfig(warm_start=1)
+
+
 @pytest.mark.slow
 def test_the_record_says_which_decider_ran_and_runs_it():
     auto = point_configs(d=128, problem="op", seeds=2, decide_config=DecideConfig(decider="auto"))[0]

@@ -118,7 +118,7 @@ def _measurement_points(a) -> list[dict]:
         raise ArgumentError(
             "jaxmem capacity: error: argument --criterion: an accuracy criterion needs --solver adam"
         )
-    dcfg = DecideConfig(tol=a.tol, decider=a.decider)
+    dcfg = DecideConfig(tol=a.tol, decider=a.decider, warm_start=a.warm_start)
     acfg = TrainConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale, accuracy=a.criterion)
     units = []
     for d in a.d:
@@ -318,6 +318,11 @@ def add_commands(sub) -> None:
         default="auto",
         choices=["auto", "dense", "working-set"],
         help="the certified decider (auto: the working set from d = 128 for the OP, 64 for the DP)",
+    )
+    c.add_argument(
+        "--warm-start",
+        action="store_true",
+        help="start each certified decision from the best multiple of the seed's last storable memory",
     )
     c.add_argument("--steps", type=integer(0), default=5000, help="Adam step budget")
     c.add_argument("--lr", type=real(0.0, low_open=True), default=3e-2, help="Adam learning rate")

@@ -80,6 +80,10 @@ class DecideConfig(eqx.Module):
     - `working_set`: competitors per input in the working set (`k`); `None` chooses by `d`
       (`working_set_size`).
     - `outer_every`: the most inner iterations between two outer passes.
+    - `warm_start`: a threshold search starts each full-rank decision of a seed from the best
+      multiple of its last storable memory (`best_multiple`), not from `W = 0`. Off by default:
+      it saved 1 to 2% of the iterations in searches at d = 48 and 64 (benchmarks/README.md,
+      "Warm starts"), where the costly decisions are the unstorable ones near the threshold.
     """
 
     tol: float = 1e-5
@@ -92,6 +96,7 @@ class DecideConfig(eqx.Module):
     decider: str = "auto"
     working_set: int | None = None
     outer_every: int = 20
+    warm_start: bool = False
 
     def __check_init__(self):
         check_real("tol", self.tol, low=0.0, low_open=True, high=MAX_TOL)
@@ -105,6 +110,8 @@ class DecideConfig(eqx.Module):
         check_int("outer_every", self.outer_every, 1)
         if self.decider not in DECIDERS:
             raise InvalidArgument(f"decider must be one of {', '.join(DECIDERS)}; got {self.decider!r}")
+        if not isinstance(self.warm_start, bool):
+            raise InvalidArgument(f"warm_start must be True or False, got {self.warm_start!r}")
         if self.stream not in (None, True, False):
             raise InvalidArgument(f"stream must be None, True or False, got {self.stream!r}")
 
@@ -188,10 +195,12 @@ class Decider(AbstractEnsembleSolver):
 
     config: DecideConfig
     factored: bool = eqx.field(static=True)
+    warm: bool = eqx.field(static=True, default=False)  # W0 given: start from its best multiple
 
     def init(self, inst: DecisionInstance) -> _State:
         cons = inst.cons
-        opt = cons.operator().init(inst.W0, self.config.memory)
+        op = cons.operator()
+        opt = op.init(op.warm(inst.W0) if self.warm else inst.W0, self.config.memory)
         d = inst.W0.shape[0]
         z = jnp.zeros((d, d), inst.W0.dtype)
         zero = jnp.array(0, jnp.int32)
@@ -346,9 +355,11 @@ def decide_constraints(
 
 
 def decision_instances(cons, *, rank=None, W0=None, config: DecideConfig = DecideConfig()):
-    """The `Decider` and its batch of instances for `cons` (see `decide_constraints`)."""
+    """The `Decider` and its batch of instances for `cons` (see `decide_constraints`); `W0`
+    warm starts (each from its best multiple; default zero)."""
     n, P, d = cons.inputs.shape
     dtype = cons.inputs.dtype
+    warm = W0 is not None
     W0 = jnp.zeros((n, d, d), dtype) if W0 is None else jnp.asarray(W0, dtype)
     factored = rank is not None
     if factored and isinstance(cons, StreamedConstraints):
@@ -357,7 +368,7 @@ def decision_instances(cons, *, rank=None, W0=None, config: DecideConfig = Decid
             "(p too large, or DP candidates generated block by block)"
         )
     ranks = jnp.broadcast_to(jnp.asarray(d if rank is None else rank, jnp.int32), (n,))
-    return Decider(config, factored), DecisionInstance(cons, W0, ranks)
+    return Decider(config, factored, warm), DecisionInstance(cons, W0, ranks)
 
 
 def conclude(solver: Decider, inst: DecisionInstance, st: _State) -> Decision:

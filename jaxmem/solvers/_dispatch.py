@@ -105,7 +105,8 @@ def decide(
     - `p`: decide the prefix of the first `p` associations of each task (an int, or one per
       task; default all of them). Nested tasks make this the task at `p`.
     - `config`: a `DecideConfig`; its `decider` picks the dense or the working-set decider.
-    - `W0`: optional warm starts, `(n, d, d)`.
+    - `W0`: optional warm starts, `(n, d, d)`: each decision starts from the best multiple of
+      its `W0` (`best_multiple`).
 
     **Returns:** a `Decision` with one entry per task.
     """

@@ -145,18 +145,20 @@ def line_search(M, dM, slope0, iters: int = 12, rtol: float = 1e-2):
     return t, stored
 
 
-def _line_search_streamed(cons, X, D, newton: int = 2):
-    """`line_search` without the margins: one pass for `phi'` and `phi''` at the steps
-    `4^-8 .. 4^8` (bracketing the root of the non-decreasing `phi'`), then `newton` safeguarded
-    Newton passes inside the bracket."""
-    ts = 4.0 ** jnp.arange(-8, 9).astype(X.dtype)
-    g, h = cons.line_slopes(X, D, ts)
+def _bracketed_root(slopes, dtype, newton: int = 2):
+    """The root of a non-decreasing `phi'` on `t >= 0`, from `slopes(ts) -> (phi'(ts), phi''(ts))`:
+    one evaluation at the steps `4^-8 .. 4^8` brackets it, then `newton` safeguarded Newton
+    steps inside the bracket.
+
+    **Returns:** `t`; the largest step tried, `4^8`, where `phi' < 0` at every step."""
+    ts = 4.0 ** jnp.arange(-8, 9).astype(dtype)
+    g, h = slopes(ts)
     pos = g >= 0
     k = jnp.argmax(pos)
     none = ~jnp.any(pos)
     lo = jnp.where(k > 0, ts[jnp.maximum(k - 1, 0)], 0.0)
     hi = jnp.where(none, ts[-1], ts[k])
-    tiny = jnp.finfo(X.dtype).tiny
+    tiny = jnp.finfo(dtype).tiny
 
     def step(lo, hi, t, g, h):
         tn = t - g / jnp.maximum(h, tiny)
@@ -164,10 +166,15 @@ def _line_search_streamed(cons, X, D, newton: int = 2):
 
     t = step(lo, hi, hi, g[k], h[k])
     for _ in range(newton):
-        g1, h1 = cons.line_slopes(X, D, t[None])
+        g1, h1 = slopes(t[None])
         lo, hi = jnp.where(g1[0] < 0, t, lo), jnp.where(g1[0] >= 0, t, hi)
         t = step(lo, hi, t, g1[0], h1[0])
     return jnp.where(none, ts[-1], t)
+
+
+def _line_search_streamed(cons, X, D):
+    """`line_search` without the margins: `_bracketed_root` of the slopes of tiled passes."""
+    return _bracketed_root(lambda ts: cons.line_slopes(X, D, ts), X.dtype)
 
 
 def lbfgs_step_streamed(cons, st: LBFGS) -> LBFGS:
@@ -207,6 +214,31 @@ def _lbfgs_update(st: LBFGS, X, M, g, rsum, stored, t) -> LBFGS:
     return LBFGS(X, M, g, rsum, stored, S, Y, SY, YY, k)
 
 
+def best_multiple(slopes, W0):
+    """The multiple `s W0` of a warm start that minimises the squared hinge along it,
+    `s = argmin_{t >= 0} L(t W0)`, from `slopes(ts) -> (phi'(ts), phi''(ts))` of
+    `phi(t) = L(t W0)` (`_bracketed_root`). A memory that stores a prefix of the task has margins
+    far above 1 on most of its constraints, so at its own scale it is a poor start (2 to 3 times
+    the iterations of `W = 0` near the threshold; benchmarks/README.md, "Warm starts"); its best
+    multiple is no worse than `W = 0 = 0 W0`, and `W0 = 0` stays 0 (a cold start).
+
+    **Returns:** `s W0`."""
+    return _bracketed_root(slopes, W0.dtype) * W0
+
+
+def dense_slopes(M, mask):
+    """`slopes` for `best_multiple` from the margins `M` of `W0` (masked entries ignored):
+    `phi'(t) = -2 sum M (1 - t M)_+`, `phi''(t) = 2 sum_{1 - t M > 0} M^2`."""
+
+    M = jnp.where(mask, M, 0.0)
+
+    def at(t):
+        r = jnp.maximum(1.0 - t * M, 0.0)
+        return -2.0 * jnp.sum(M * r), 2.0 * jnp.sum(jnp.where(r > 0, M * M, 0.0))
+
+    return lambda ts: lax.map(at, ts)
+
+
 def margin_bound(rsum, g, a):
     """The multiplier bound `|grad L| / (2 a sum r)` on the best normalised margin."""
     return jnp.where(rsum > 0, jnp.sqrt(jnp.vdot(g, g)) / (2 * a * jnp.where(rsum > 0, rsum, 1.0)), jnp.inf)
@@ -223,6 +255,10 @@ class AbstractMarginOperator(eqx.Module):
     def step(self, st: LBFGS) -> LBFGS:
         """One L-BFGS iteration: direction, line search, update."""
 
+    @abc.abstractmethod
+    def warm(self, W0):
+        """The start of a warm decision: the best multiple of `W0` (`best_multiple`)."""
+
 
 class Linear(AbstractMarginOperator):
     """Dense margins: a linear map `X -> M` (`apply`), its adjoint, and the mask of the real
@@ -238,6 +274,9 @@ class Linear(AbstractMarginOperator):
     def step(self, st: LBFGS) -> LBFGS:
         return lbfgs_step(self, st)
 
+    def warm(self, W0):
+        return best_multiple(dense_slopes(self.apply(W0), self.mask), W0)
+
 
 class Streamed(AbstractMarginOperator):
     """Margins never formed: `cons` gives the squared hinge's gradient, residual sum and least
@@ -250,3 +289,6 @@ class Streamed(AbstractMarginOperator):
 
     def step(self, st: LBFGS) -> LBFGS:
         return lbfgs_step_streamed(self.cons, st)
+
+    def warm(self, W0):
+        return best_multiple(lambda ts: self.cons.line_slopes(jnp.zeros_like(W0), W0, ts), W0)

@@ -220,6 +220,7 @@ class WorkingSetDecider(AbstractEnsembleSolver):
 
     config: DecideConfig
     k: int = eqx.field(static=True)
+    warm: bool = eqx.field(static=True, default=False)  # W0 given: start from its best multiple
 
     def swap(self, cons, opt: LBFGS, J):
         """The state of `opt` on the working set `J` (margins, gradient and residual sum re-taken;
@@ -241,7 +242,9 @@ class WorkingSetDecider(AbstractEnsembleSolver):
         hebb = jnp.matmul((cons.task.targets * real).T, cons.task.inputs, precision=HIGHEST)
         mmin, J, _, _ = outer_pass(cons, jnp.where(cold, hebb, W0), self.k)
         C, valid = _gather(cons, J)
-        opt = working_set_operator(cons, C, valid).init(W0, self.config.memory)
+        op = working_set_operator(cons, C, valid)
+        # a warm start: the best multiple of W0 for L_J (J from W0's own lowest margins)
+        opt = op.init(op.warm(W0) if self.warm else W0, self.config.memory)
         zero = jnp.array(0, jnp.int32)
         status = jnp.where(~cold & (mmin > 0), STORABLE, RUNNING).astype(jnp.int32)
         return _WSState(opt, J, C, valid, status, zero, zero, cons.rms_norm())
@@ -301,11 +304,12 @@ class WorkingSetDecider(AbstractEnsembleSolver):
 
 def working_set_instances(cons: StreamedConstraints, *, W0=None, config: DecideConfig = DecideConfig()):
     """The `WorkingSetDecider` and its batch of instances for streamed constraints `cons`
-    (leading ensemble axis); `W0` warm starts (default zero)."""
+    (leading ensemble axis); `W0` warm starts (each from its best multiple; default zero)."""
     n, P, d = cons.inputs.shape
     k = min(check_int("working_set", working_set_size(config, d), 1), P)
+    warm = W0 is not None
     W0 = jnp.zeros((n, d, d), cons.inputs.dtype) if W0 is None else jnp.asarray(W0, cons.inputs.dtype)
-    return WorkingSetDecider(config, k), _WSInstance(cons, W0)
+    return WorkingSetDecider(config, k, warm), _WSInstance(cons, W0)
 
 
 @jax.jit

@@ -38,6 +38,7 @@ _HOW = (
     "decide.decider",
     "decide.working_set",
     "decide.outer_every",
+    "decide.warm_start",
     "decide.memory",
     "decide.chunk",
     "decide.stream",

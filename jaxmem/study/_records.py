@@ -264,7 +264,8 @@ def normal_config(cfg: dict) -> dict:
     """A threshold config in the current form: settings whole under `decide` and `adam`. An
     older config (flat `tol`, `max_iter`, `memory`, Adam's `steps`, `lr`, `init_scale`,
     `accuracy`; no `decider` meant dense) becomes the settings it ran with, every other field
-    at its default then, which is today's."""
+    at its default then, which is today's; a `decide` without `warm_start` started every
+    decision from `W = 0`."""
     if cfg.get("kind") != KIND:
         return cfg
     if "decide" in cfg or "adam" in cfg:
@@ -272,12 +273,14 @@ def normal_config(cfg: dict) -> dict:
         if decide.get("decider") == "dense" and decide.get("working_set") is not None:
             # the working set's size does not apply to the dense decider; records written while
             # it defaulted to 32 name it
-            cfg = dict(cfg, decide=dict(decide, working_set=None))
-        return cfg
+            decide = dict(decide, working_set=None)
+        if "decide" in cfg and "warm_start" not in decide:
+            decide = dict(decide, warm_start=False)
+        return dict(cfg, decide=decide) if "decide" in cfg else cfg
     out = {k: v for k, v in cfg.items() if k not in (*_OLD_DECIDE, *_OLD_ADAM)}
     if cfg["solver"] != "hebbian":
         old = {k: cfg[k] for k in _OLD_DECIDE if k in cfg}
-        out["decide"] = decide_fields(DecideConfig(**{"decider": "dense", **old}))
+        out["decide"] = decide_fields(DecideConfig(**{"decider": "dense", "warm_start": False, **old}))
     if cfg["solver"] == "adam":
         out["adam"] = train_fields(TrainConfig(**{k: cfg[k] for k in _OLD_ADAM if k in cfg}))
     return out
@@ -285,7 +288,7 @@ def normal_config(cfg: dict) -> dict:
 
 def normal_records(records: list[dict]) -> list[dict]:
     """`records` with every threshold config in its current form (`normal_config`)."""
-    return [r if "decide" in r["config"] else dict(r, config=normal_config(r["config"])) for r in records]
+    return [dict(r, config=normal_config(r["config"])) for r in records]
 
 
 def criterion(cfg: dict) -> float:
