@@ -138,6 +138,20 @@ def test_records_without_warm_start_read_as_cold():
         DecideConfig(warm_start=1)
 
 
+def test_a_folder_written_before_warm_start_resumes_without_running_again(tmp_path):
+    from jaxmem.study import config_id, Store
+
+    plan = SearchPlan(p0=20, p_max=40)
+    unit = point_configs(d=8, problem="op", seeds=2, group=2, plan=plan)[0]
+    old = dict(unit, decide={k: v for k, v in unit["decide"].items() if k != "warm_start"})
+    recs = [dict(r, config=old, id=config_id(old)) for r in run_unit(unit)]
+    store = Store(str(tmp_path))
+    store.write(old, recs)
+    assert store.get(unit) == recs, "the cold unit is found under its older form"
+    warm = dict(unit, decide=dict(unit["decide"], warm_start=True))
+    assert store.get(warm) is None, "a warm unit is another measurement"
+
+
 @pytest.mark.slow
 def test_the_record_says_which_decider_ran_and_runs_it():
     auto = point_configs(d=128, problem="op", seeds=2, decide_config=DecideConfig(decider="auto"))[0]

@@ -103,10 +103,10 @@ class Store:
         return recs
 
     def get(self, cfg: dict) -> list[dict] | None:
-        """The records of `cfg` if its file is there and valid, else None. A sweep config is
-        also found under its older form (`sweep_legacy_config`), so a resumed folder written
-        before records held their settings whole runs nothing twice."""
-        for c in (cfg, sweep_legacy_config(cfg)):
+        """The records of `cfg` if its file is there and valid, else None. A config is also
+        found under the older form it had where it ran the same (`sweep_legacy_config`,
+        `threshold_legacy_config`), so a resumed folder runs nothing twice."""
+        for c in (cfg, sweep_legacy_config(cfg), threshold_legacy_config(cfg)):
             if c is not None and os.path.exists(self.path(c)):
                 return self._read(self.path(c), c)
         return None
@@ -242,6 +242,15 @@ def sweep_legacy_config(cfg: dict) -> dict | None:
         return None
     drop = set(_SWEEP_EXTRA) - ({"precision"} if cfg["precision"] != "highest" else set())
     return {k: v for k, v in cfg.items() if k not in drop}
+
+
+def threshold_legacy_config(cfg: dict) -> dict | None:
+    """The form a threshold config had before `DecideConfig.warm_start`, where it ran the same
+    (cold starts); None for any other config."""
+    decide = cfg.get("decide") if cfg.get("kind") == KIND else None
+    if not decide or decide.get("warm_start") is not False:
+        return None
+    return dict(cfg, decide={k: v for k, v in decide.items() if k != "warm_start"})
 
 
 def unit_settings(cfg: dict) -> tuple[DecideConfig, TrainConfig]:
