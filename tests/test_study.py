@@ -237,3 +237,35 @@ def test_scaling_report_from_records_alone(tmp_path, capsys):
     assert got == {"op": row["op"]["alpha_c"], "dp": row["dp"]["alpha_c"]}
     with open(path) as f:
         assert "| 6 | 6/6 |" in f.read()
+
+
+def test_the_committed_scaling_study_is_what_its_records_give(capsys):
+    """docs/scaling holds the scaling study's records; its `scaling.json` and `scaling.md` are what
+    they give (capacities and CIs re-read here, and by `jaxmem capacity DIR --json`), and the
+    README's table is `scaling.md`'s."""
+    from jaxmem.study import Store, threshold_rows
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    folder = os.path.join(root, "docs", "scaling")
+    with open(os.path.join(folder, "scaling.json")) as f:
+        summary = json.load(f)
+    records = [r for r in Store(folder).records() if r.get("kind") == "threshold"]
+    rows = threshold_rows(records, theory=False)
+    got = {(r["d"], r["problem"]): (r["p_c"], r["alpha_c"], r["ci_low"], r["ci_high"]) for r in rows}
+    want = {
+        (t["d"], pr): tuple(t[pr][k] for k in ("p_c", "alpha_c", "ci_low", "ci_high"))
+        for t in summary["table"]
+        for pr in ("op", "dp")
+        if t[pr] is not None
+    }
+    assert got == want
+    assert main(["capacity", folder, "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert {
+        (r["d"], r["problem"]): (r["p_c"], r["alpha_c"], r["ci_low"], r["ci_high"]) for r in cli["rows"]
+    } == want
+    with open(os.path.join(folder, "scaling.md")) as f:
+        table = [line for line in f if line.startswith("| ") and line[2].isdigit()]
+    with open(os.path.join(root, "README.md")) as f:
+        readme = f.read()
+    assert len(table) == len(summary["table"]) and all(line in readme for line in table)
