@@ -1,5 +1,7 @@
 """The pieces of one working-set decider step against one dense decider iteration, each jitted
-and vmapped over the same instances and timed alone (best of 3 after a warm-up).
+and vmapped over the same instances and timed alone (best of 3 after a warm-up), and the float64
+certificate of a finished batch (`verify_working_set`: the least margin over all constraints and
+the working set's multiplier bound).
 
     python benchmarks/working_set_step.py --d 128 --p 1850 --problem op --n 8
 """
@@ -18,6 +20,7 @@ from jaxmem.solvers import (
     init_states,
     lbfgs_step,
     outer_pass,
+    verify_working_set,
     working_set_instances,
     working_set_operator,
 )
@@ -49,6 +52,7 @@ def main():
         k: 1e3 * best_time(lambda f=f, x=args[k]: jax.block_until_ready(f(*x)), repeats=3)
         for k, f in pieces.items()
     }
+    ms["certificate"] = 1e3 * best_time(lambda: verify_working_set(inst, st, cfg.tol), repeats=3)
     dsolver, dinst = decision_instances(batch_constraints(tasks, ps, a.p, stream=None))
     dst = init_states(dsolver, dinst)
     dstep = eqx.filter_jit(jax.vmap(dsolver.step))
@@ -57,7 +61,8 @@ def main():
     per_it = (every * ms["inner"] + ms["outer"] + ms["swap"]) / every
     print(
         f"{a.problem} d={a.d} p={a.p}, {a.n} instances, k={a.k}: working-set inner iteration "
-        f"{ms['inner']:.0f} ms, outer pass {ms['outer']:.0f} ms, swap {ms['swap']:.0f} ms; "
+        f"{ms['inner']:.0f} ms, outer pass {ms['outer']:.0f} ms, swap {ms['swap']:.0f} ms, float64 "
+        f"certificate {ms['certificate']:.0f} ms; "
         f"dense iteration {ms['dense']:.0f} ms; with an outer pass every {every}: "
         f"{per_it:.0f} ms per iteration, {ms['dense'] / per_it:.1f}x cheaper than dense"
     )

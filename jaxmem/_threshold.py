@@ -38,7 +38,7 @@ from .solvers._decide import (
     verify,
 )
 from .solvers._dispatch import decider_parts
-from .solvers._runner import bucket, gather, init_states, run_ensemble, scatter
+from .solvers._runner import bucket, COMPACT_BASE, gather, init_states, run_ensemble, scatter
 
 
 # A certified search whose steps cost less than this (P^2 d per instance, 4x for the DP's
@@ -280,7 +280,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     compact = big(P)
 
     def padded(idx):
-        size = bucket(idx.size, n) if compact else n
+        size = bucket(idx.size, n, COMPACT_BASE) if compact else n
         return jnp.asarray(np.concatenate([idx, np.full(size - idx.size, idx[-1])]))
 
     def refill(done, inst, st):

@@ -212,3 +212,27 @@ def test_the_blocked_adjoint_is_the_sum_it_stands_for():
     R = jax.random.normal(jax.random.key(0), (5, 40))
     C = jax.random.normal(jax.random.key(1), (5, 40, 7))
     np.testing.assert_allclose(_weighted_sum(R, C), np.einsum("pk,pkd->pd", R, C), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("problem", ["op", "dp"])
+def test_the_streamed_certificate_passes_are_the_dense_ones(problem, x64):
+    # the least margin and the constraint norm `a` of padded prefixes, in float64, against the
+    # dense margins and the norms |A|_F = |e_mu| |u_mu - c_mu,rho| summed one by one (the OP's
+    # norm is a closed form, the DP's a pass over its candidates)
+    tasks = jm.make_tasks(jax.random.key(3), n=3, d=12, p=80, problem=problem, dtype=jnp.float64)
+    ps = np.array([80, 61, 33])
+    W = jax.random.normal(jax.random.key(4), (3, 12, 12), jnp.float64)
+    streamed = batch_constraints(tasks, ps, 80, stream=True, block=32)
+    dense = batch_constraints(tasks, ps, 80, stream=False)
+    least = jax.vmap(lambda c, w: c.least_margin(w))(streamed, W)
+    M = jax.vmap(lambda c, w: jnp.min(jnp.where(c.mask, c.margins(w), jnp.inf)))(dense, W)
+    np.testing.assert_allclose(least, M, rtol=1e-12)
+    idx = jnp.arange(80)
+    C = np.asarray(jax.vmap(lambda t: t.candidates(idx[:, None], idx[None, :]))(tasks))
+    E, U = np.asarray(tasks.inputs), np.asarray(tasks.targets)
+    ref = []
+    for i, p in enumerate(ps):
+        norms = (E[i, :p] ** 2).sum(1)[:, None] * ((U[i, :p, None] - C[i, :p, :p]) ** 2).sum(-1)
+        ref.append(np.sqrt(norms[~np.eye(p, dtype=bool)].mean()))
+    for cons in (streamed, dense):
+        np.testing.assert_allclose(jax.vmap(lambda c: c.rms_norm())(cons), ref, rtol=1e-10)

@@ -39,6 +39,7 @@ from ._margin import (
 from ._runner import AbstractEnsembleSolver, bucket, init_states, run_ensemble
 from ._working_set import (
     outer_pass,
+    verify_working_set,
     working_set_instances,
     working_set_operator,
     working_set_size,

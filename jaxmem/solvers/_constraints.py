@@ -167,11 +167,12 @@ class StreamedConstraints(eqx.Module):
         R = int(self.task.row_block(B))
         return B, R, -(-P // R), -(-P // B)
 
-    def fold(self, Vs, fn, init, row_init, row_done):
+    def fold(self, Vs, fn, init, row_init, row_done, rows: int | None = None):
         """`task.fold_tiles` at HIGHEST with this instance's tiling, `fn(carry, row_carry, r,
         rows, cols, valid, scores, C)` also given `valid`: the tile's real constraints (both
-        indices below `p`, off the diagonal)."""
+        indices below `p`, off the diagonal); `rows` caps the inputs of a row block."""
         B, R, _, _ = self.tiling()
+        R = R if rows is None else max(1, min(R, int(rows)))
 
         def tile(carry, rc, r, rows, cols, scores, C):
             valid = (rows < self.p)[:, None] & (cols < self.p)[None, :] & (rows[:, None] != cols[None, :])
@@ -234,6 +235,19 @@ class StreamedConstraints(eqx.Module):
         (rsum, mmin), G = self.fold([V], fn2, init, row_init, row_done)
         return -2.0 * G, rsum, mmin
 
+    def least_margin(self, W):
+        """`min_i M_i(W)` over every real constraint: one pass that keeps only the minimum (the
+        storable certificate; `outer_pass` also selects each input's lowest margins, several
+        times slower in float64)."""
+        V = self._project(W)
+
+        def fn(carry, rc, r, rows, cols, valid, scores, C):
+            M = self._targets(V, rows)[:, None] - scores[0]
+            return jnp.minimum(carry, jnp.min(jnp.where(valid, M, jnp.inf))), rc
+
+        init = jnp.asarray(jnp.inf, W.dtype)
+        return self.fold([V], fn, init, lambda R: (), lambda carry, rc, r, rows: carry)
+
     def line_slopes(self, W, D, ts):
         """One pass: `phi'(t)` and `phi''(t)` of `phi(t) = sum_i (1 - M_i(W) - t M_i(D))_+^2` at
         each of the steps `ts`."""
@@ -258,6 +272,15 @@ class StreamedConstraints(eqx.Module):
         """`a`: the root-mean-square `|A_{mu rho}|_F` over the real constraints (one pass)."""
         task = self.task
         U = task.targets
+        if task.shared:
+            # sum_{rho != mu} |u_mu - u_rho|^2 = (p - 2) |u_mu|^2 + sum_rho |u_rho|^2
+            #   - 2 u_mu . sum_rho u_rho + 2 |u_mu|^2, over the real rows: O(p d), no pass
+            real = (jnp.arange(task.p) < self.p).astype(U.dtype)
+            Ur = U * real[:, None]
+            u2 = jnp.sum(Ur**2, axis=1)
+            per_row = self.p * u2 + jnp.sum(u2) - 2.0 * jnp.matmul(Ur, jnp.sum(Ur, axis=0), precision=HIGHEST)
+            total = jnp.sum(real * jnp.sum(task.inputs**2, axis=1) * per_row)
+            return jnp.sqrt(total / (self.p * (self.p - 1)))
         e2 = jnp.pad(jnp.sum(task.inputs**2, axis=1), (0, task.p))
         u2 = jnp.pad(jnp.sum(U**2, axis=1), (0, task.p))
 

@@ -4,7 +4,7 @@ A solver is an `eqx.Module` with `init(instance) -> state`, `step(instance, stat
 `done(state) -> bool`, written for one instance and vmapped by the runner. The runner drives
 jitted chunks of at most `chunk` steps; inside a chunk a finished instance is frozen (its state
 no longer changes), and between chunks the finished instances leave the batch, the rest being
-re-batched into a power-of-two bucket. An instance's trajectory therefore depends neither on
+re-batched into a bucket, a power of `COMPACT_BASE`. An instance's trajectory therefore depends neither on
 the chunk size nor on the rest of the ensemble, up to float rounding: XLA compiles each batch
 size on its own, so another bucket can change the last bits (in the demo's certified searches,
 the margins or iteration counts of 243 of 2949 decisions, never a status). The chunk's length
@@ -50,9 +50,19 @@ class AbstractEnsembleSolver(eqx.Module):
         return jnp.asarray(np.iinfo(np.int32).max, jnp.int32)
 
 
-def bucket(n: int, cap: int) -> int:
-    """The smallest power of two `>= n`, at most `cap`."""
-    return min(cap, 1 << max(0, (n - 1).bit_length()))
+def bucket(n: int, cap: int, base: int = 2) -> int:
+    """The smallest power of `base` `>= n`, at most `cap`."""
+    size = 1
+    while size < n:
+        size *= base
+    return min(cap, size)
+
+
+# The runner's buckets are powers of COMPACT_BASE: each bucket compiles its own programs (1.7 s
+# for a working-set chunk at d = 48), and with powers of two these took 18 of the 44 s of a
+# 16-seed search there; powers of four took it to 39 s, and no compaction to 49 s
+# (benchmarks/README.md, "Compilation").
+COMPACT_BASE = 4
 
 
 @eqx.filter_jit
@@ -156,7 +166,7 @@ def run_ensemble(
     work = 0
     while active.size:
         rows = active if compact else np.arange(n)
-        size = -(-(bucket(rows.size, n) if compact else n) // n_dev) * n_dev
+        size = -(-(bucket(rows.size, n, COMPACT_BASE) if compact else n) // n_dev) * n_dev
         idx = np.concatenate([rows, np.full(size - rows.size, rows[-1])])
         length = int(min(chunk, left[active].max()))
         state, fin_part, left_part = _chunk(
