@@ -1,7 +1,9 @@
 """The pieces of one working-set decider step against one dense decider iteration, each jitted
 and vmapped over the same instances and timed alone (best of 3 after a warm-up), and the float64
 certificate of a finished batch (`verify_working_set`: the least margin over all constraints and
-the working set's multiplier bound).
+the working set's multiplier bound). With `--pieces`, the parts of an inner iteration timed alone
+(the L-BFGS direction, the margins of a direction, the adjoint, the L-BFGS update), and for the
+OP the margins formed by a gather from the targets instead of from the gathered candidates.
 
     python benchmarks/working_set_step.py --d 128 --p 1850 --problem op --n 8
 """
@@ -11,6 +13,7 @@ import sys
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 from _common import best_time, write
 from jaxmem import DecideConfig, make_tasks
@@ -18,12 +21,41 @@ from jaxmem.solvers import (
     batch_constraints,
     decision_instances,
     init_states,
+    lbfgs_direction,
     lbfgs_step,
+    lbfgs_update,
     outer_pass,
     verify_working_set,
     working_set_instances,
     working_set_operator,
 )
+
+
+def pieces_ms(inst, st, problem):
+    """Milliseconds of each part of an inner iteration, jitted and vmapped alone."""
+    op = lambda i, s: working_set_operator(i.cons, s.C, s.valid)
+
+    def gathered(i, s):
+        # the OP's candidates are targets: the margins without the gathered (p, k, d) array
+        V = jnp.matmul(i.cons.task.inputs, s.opt.X.T, precision=jax.lax.Precision.HIGHEST)
+        U = i.cons.task.targets
+        return jnp.sum(V * U, axis=1)[:, None] - jnp.sum(V[:, None, :] * U[s.J], axis=-1)
+
+    parts = dict(
+        direction=lambda i, s: lbfgs_direction(s.opt),
+        margins=lambda i, s: op(i, s).apply(s.opt.X),
+        adjoint=lambda i, s: op(i, s).adjoint(s.opt.M),
+        update=lambda i, s: lbfgs_update(
+            s.opt, 1.01 * s.opt.X, s.opt.M, 0.99 * s.opt.g, s.opt.rsum, s.opt.stored, 1.0
+        ),
+    )
+    if problem == "op":
+        parts["gathered"] = gathered
+    out = {}
+    for name, f in parts.items():
+        g = eqx.filter_jit(jax.vmap(f))
+        out[name] = 1e3 * best_time(lambda g=g: jax.block_until_ready(g(inst, st)), repeats=3)
+    return out
 
 
 def main():
@@ -33,6 +65,7 @@ def main():
     ap.add_argument("--problem", default="op")
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--k", type=int, default=32)
+    ap.add_argument("--pieces", action="store_true")
     a = ap.parse_args()
     tasks = make_tasks(jax.random.key(1), n=a.n, d=a.d, p=a.p, problem=a.problem)
     ps = np.full(a.n, a.p)
@@ -66,6 +99,14 @@ def main():
         f"dense iteration {ms['dense']:.0f} ms; with an outer pass every {every}: "
         f"{per_it:.0f} ms per iteration, {ms['dense'] / per_it:.1f}x cheaper than dense"
     )
+    if a.pieces:
+        ms.update(pieces_ms(inst, st, a.problem))
+        alt = f" (gathered from the targets: {ms['gathered']:.1f} ms)" if "gathered" in ms else ""
+        print(
+            f"pieces of an inner iteration: direction {ms['direction']:.1f} ms, margins of a "
+            f"direction {ms['margins']:.1f} ms{alt}, adjoint {ms['adjoint']:.1f} ms, L-BFGS update "
+            f"{ms['update']:.1f} ms"
+        )
     print("written", write(f"working_set_step_{a.problem}_{a.d}", dict(ms=ms, argv=sys.argv, k=a.k)))
 
 

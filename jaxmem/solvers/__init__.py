@@ -24,6 +24,7 @@ from ._lbfgs import (
     lbfgs_direction,
     lbfgs_init,
     lbfgs_step,
+    lbfgs_update,
     line_search,
     Linear,
     Streamed,

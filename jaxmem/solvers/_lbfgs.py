@@ -182,7 +182,7 @@ def lbfgs_step_streamed(cons, st: LBFGS) -> LBFGS:
     t = _line_search_streamed(cons, st.X, D)
     X = st.X + t * D
     g, rsum, mmin = cons.hinge(X)
-    return _lbfgs_update(st, X, st.M, g, rsum, mmin > 0, t)
+    return lbfgs_update(st, X, st.M, g, rsum, mmin > 0, t)
 
 
 def lbfgs_step(op: Linear, st: LBFGS) -> LBFGS:
@@ -193,10 +193,13 @@ def lbfgs_step(op: Linear, st: LBFGS) -> LBFGS:
     M = st.M + t * dM
     res = jnp.maximum(1.0 - M, 0.0)
     g = -2.0 * op.adjoint(res)
-    return _lbfgs_update(st, X, M, g, jnp.sum(res), stored, t)
+    return lbfgs_update(st, X, M, g, jnp.sum(res), stored, t)
 
 
-def _lbfgs_update(st: LBFGS, X, M, g, rsum, stored, t) -> LBFGS:
+def lbfgs_update(st: LBFGS, X, M, g, rsum, stored, t) -> LBFGS:
+    """The state at the new iterate `X` (margins `M`, gradient `g`, residual sum `rsum`, reached
+    with step `t`): the pair `(s, y)` enters the history where `s . y > 0`, and a step of 0
+    restarts it."""
     s, y = X - st.X, g - st.g
     sy = jnp.vdot(s, y)
     ok = sy > 1e-12 * jnp.sqrt(jnp.vdot(s, s) * jnp.vdot(y, y))
