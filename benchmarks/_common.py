@@ -23,6 +23,17 @@ def write(name: str, res: dict) -> str:
     return os.path.relpath(path, os.path.dirname(os.path.dirname(__file__)))  # from the repo root
 
 
+def twice(fn):
+    """`fn()` run twice: the first run's seconds (compilation included), the second's, and the
+    second's result."""
+    t = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    out = fn()
+    return first, time.perf_counter() - t, out
+
+
 def best_time(fn, *, repeats: int = 5) -> float:
     """Best wall time of `fn()` over `repeats` calls after one warm-up (fn must block)."""
     fn()

@@ -20,7 +20,7 @@ import time
 
 import jax
 import jaxmem as jm
-from _common import write
+from _common import twice, write
 
 
 def compaction(d, alpha, seeds, steps):
@@ -29,12 +29,9 @@ def compaction(d, alpha, seeds, steps):
     out = {}
     for compact in (True, False):
         cfg = jm.TrainConfig(steps=steps, compact=compact)
-        t = time.perf_counter()
-        jm.train(jm.FullRank, tasks, cfg)  # with its compiles (one per bucket)
-        first = time.perf_counter() - t
-        t = time.perf_counter()
-        run = jm.train(jm.FullRank, tasks, cfg)
-        out[compact] = (time.perf_counter() - t, first, run)
+        # the first run with its compiles (one per bucket)
+        first, again, run = twice(lambda cfg=cfg: jm.train(jm.FullRank, tasks, cfg))
+        out[compact] = (again, first, run)
     (t_on, first_on, on), (t_off, first_off, off) = out[True], out[False]
     assert on.steps_to_store == off.steps_to_store
     return dict(

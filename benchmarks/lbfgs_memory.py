@@ -8,11 +8,10 @@ costs iterations.
 
 import argparse
 import sys
-import time
 
 import jax
 import jaxmem as jm
-from _common import write
+from _common import twice, write
 
 
 def main():
@@ -28,12 +27,7 @@ def main():
     rows = []
     for m in a.memory:
         cfg = jm.DecideConfig(decider=a.decider, memory=m)
-        t = time.perf_counter()
-        jm.decide(tasks, p=a.p, config=cfg)
-        first = time.perf_counter() - t
-        t = time.perf_counter()
-        dec = jm.decide(tasks, p=a.p, config=cfg)
-        again = time.perf_counter() - t
+        first, again, dec = twice(lambda cfg=cfg: jm.decide(tasks, p=a.p, config=cfg))
         rows.append(
             dict(
                 memory=m,

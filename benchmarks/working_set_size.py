@@ -10,13 +10,12 @@ their mean, and how many inputs have more than 16.
 
 import argparse
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 import jaxmem as jm
 import numpy as np
-from _common import write
+from _common import twice, write
 from jaxmem.solvers import batch_constraints, outer_pass
 
 
@@ -43,12 +42,7 @@ def main():
             if k is None
             else jm.DecideConfig(decider="working-set", working_set=k)
         )
-        t = time.perf_counter()
-        jm.decide(tasks, p=a.p, config=cfg)
-        first = time.perf_counter() - t
-        t = time.perf_counter()
-        dec = jm.decide(tasks, p=a.p, config=cfg)
-        again = time.perf_counter() - t
+        first, again, dec = twice(lambda cfg=cfg: jm.decide(tasks, p=a.p, config=cfg))
         counts = active_counts(tasks, a.p, dec.weight)
         act, mean, above = counts.max(axis=1), counts.mean(axis=1).round(1), (counts > 16).sum(axis=1)
         rows.append(
