@@ -38,7 +38,7 @@ from .solvers._decide import (
     verify,
 )
 from .solvers._dispatch import decider_parts
-from .solvers._runner import bucket, COMPACT_BASE, gather, init_states, run_ensemble, scatter
+from .solvers._runner import bucket, gather, init_states, run_ensemble, scatter
 
 
 # A certified search whose steps cost less than this (P^2 d per instance, 4x for the DP's
@@ -248,6 +248,13 @@ class Brackets:
         )
 
 
+# A certified search compacts into buckets of powers of _BUCKET_BASE: each bucket compiles its own
+# chunk, start and certificate programs (1.7 s for a working-set chunk at d = 48); with powers of
+# two those compiles took 18 of the 44 s of a 16-seed OP search there, with powers of four it took
+# 39 s, and with no compaction 49 s (benchmarks/README.md, "Cheaper passes, fewer compiles").
+_BUCKET_BASE = 4
+
+
 def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, t0) -> None:
     """All of a batch's decisions in one compacting run: when a seed's decision finishes it is
     certified (`conclude`) and the seed's next `p` starts in its slot at once, so the batch stays
@@ -280,7 +287,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     compact = big(P)
 
     def padded(idx):
-        size = bucket(idx.size, n, COMPACT_BASE) if compact else n
+        size = bucket(idx.size, n, _BUCKET_BASE) if compact else n
         return jnp.asarray(np.concatenate([idx, np.full(size - idx.size, idx[-1])]))
 
     def refill(done, inst, st):
@@ -320,7 +327,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         st = scatter(st, idx, init_states(solver, gather(inst, idx)))
         return inst, st, again
 
-    run_ensemble(solver, inst, chunk=parts.chunk, refill=refill, compact=compact)
+    run_ensemble(solver, inst, chunk=parts.chunk, refill=refill, compact=compact, base=_BUCKET_BASE)
 
 
 def _adam_search(tasks, search: Brackets, *, rank, decide_cfg, adam_cfg, log, t0) -> None:

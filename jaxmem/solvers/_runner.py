@@ -4,12 +4,12 @@ A solver is an `eqx.Module` with `init(instance) -> state`, `step(instance, stat
 `done(state) -> bool`, written for one instance and vmapped by the runner. The runner drives
 jitted chunks of at most `chunk` steps; inside a chunk a finished instance is frozen (its state
 no longer changes), and between chunks the finished instances leave the batch, the rest being
-re-batched into a bucket, a power of `COMPACT_BASE`. An instance's trajectory therefore depends neither on
-the chunk size nor on the rest of the ensemble, up to float rounding: XLA compiles each batch
-size on its own, so another bucket can change the last bits (in the demo's certified searches,
-the margins or iteration counts of 243 of 2949 decisions, never a status). The chunk's length
-is a traced loop bound, so trimming the last chunk to the budget (`remaining`) compiles nothing
-new: compiles stay at one per (bucket, instance shape).
+re-batched into a bucket, a power of two (or of `base`). An instance's trajectory therefore
+depends neither on the chunk size nor on the rest of the ensemble, up to float rounding: XLA
+compiles each batch size on its own, so another bucket can change the last bits (in the demo's
+certified searches, the margins or iteration counts of 243 of 2949 decisions, never a status).
+The chunk's length is a traced loop bound, so trimming the last chunk to the budget
+(`remaining`) compiles nothing new: compiles stay at one per (bucket, instance shape).
 """
 
 from __future__ import annotations
@@ -56,13 +56,6 @@ def bucket(n: int, cap: int, base: int = 2) -> int:
     while size < n:
         size *= base
     return min(cap, size)
-
-
-# The runner's buckets are powers of COMPACT_BASE: each bucket compiles its own programs (1.7 s
-# for a working-set chunk at d = 48), and with powers of two these took 18 of the 44 s of a
-# 16-seed search there; powers of four took it to 39 s, and no compaction to 49 s
-# (benchmarks/README.md, "Compilation").
-COMPACT_BASE = 4
 
 
 @eqx.filter_jit
@@ -117,6 +110,7 @@ def run_ensemble(
     compact: bool = True,
     devices=None,
     refill: Callable[[np.ndarray, Any, Any], tuple[Any, Any, np.ndarray]] | None = None,
+    base: int = 2,
 ) -> Any:
     """Run `solver` on every instance (leading axis) until each is `done`.
 
@@ -137,6 +131,7 @@ def run_ensemble(
       indices, which rejoin the batch (and are handed back at once if finished at their start).
       A stream of short problems then keeps the batch full instead of waiting for the
       slowest of a round.
+    - `base`: the buckets are powers of `base` (each bucket compiles its own chunk).
 
     **Returns:** `(state, work)`: the final state, stacked over the ensemble axis in the input
     order, and the instance-steps computed (batch size times chunk length, summed over chunks,
@@ -166,7 +161,7 @@ def run_ensemble(
     work = 0
     while active.size:
         rows = active if compact else np.arange(n)
-        size = -(-(bucket(rows.size, n, COMPACT_BASE) if compact else n) // n_dev) * n_dev
+        size = -(-(bucket(rows.size, n, base) if compact else n) // n_dev) * n_dev
         idx = np.concatenate([rows, np.full(size - rows.size, rows[-1])])
         length = int(min(chunk, left[active].max()))
         state, fin_part, left_part = _chunk(
