@@ -1,9 +1,10 @@
 """The pieces of one working-set decider step against one dense decider iteration, each jitted
 and vmapped over the same instances and timed alone (best of 3 after a warm-up), and the float64
 certificate of a finished batch (`verify_working_set`: the least margin over all constraints and
-the working set's multiplier bound). With `--pieces`, the parts of an inner iteration timed alone
-(the L-BFGS direction, the margins of a direction, the adjoint, the L-BFGS update), and for the
-OP the margins formed by a gather from the targets instead of from the gathered candidates.
+the working set's multiplier bound). With `--pieces`, an inner iteration of one instance alone
+against its share of the batch's, the parts of an inner iteration timed alone (the L-BFGS
+direction, the margins of a direction, the adjoint, the L-BFGS update), and for the OP the
+margins formed by a gather from the targets instead of from the gathered candidates.
 
     python benchmarks/working_set_step.py --d 128 --p 1850 --problem op --n 8
 """
@@ -100,6 +101,14 @@ def main():
         f"{per_it:.0f} ms per iteration, {ms['dense'] / per_it:.1f}x cheaper than dense"
     )
     if a.pieces:
+        # one instance alone: the end of a search, when a seed's last decisions run by themselves
+        one = jax.tree.map(lambda x: x[:1], (inst, st))
+        f = pieces["inner"]
+        ms["inner_alone"] = 1e3 * best_time(lambda: jax.block_until_ready(f(*one)), repeats=3)
+        print(
+            f"inner iteration per instance: {ms['inner'] / a.n:.1f} ms in a batch of {a.n}, "
+            f"{ms['inner_alone']:.1f} ms alone"
+        )
         ms.update(pieces_ms(inst, st, a.problem))
         alt = f" (gathered from the targets: {ms['gathered']:.1f} ms)" if "gathered" in ms else ""
         print(
