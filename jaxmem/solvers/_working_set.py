@@ -157,12 +157,9 @@ def outer_pass(cons: StreamedConstraints, W, k: int):
     width = nb * B
     R = max(1, min(R0, _SELECT_FLOATS // width))
     nr = -(-P // R)
-    Up = jnp.pad(task.targets, ((0, nr * R - P), (0, 0)))
-    Vp = jnp.pad(V, ((0, nr * R - P), (0, 0)))
 
     def fn(carry, buf, r, rows, cols, valid, scores, C):
-        target = jnp.sum(Vp[rows] * Up[rows], axis=1)
-        M = jnp.where(valid, target[:, None] - scores[0], jnp.inf)
+        M = jnp.where(valid, cons._targets(V, rows)[:, None] - scores[0], jnp.inf)
         return carry, lax.dynamic_update_slice_in_dim(buf, M, cols[0], 1)
 
     def row_done(carry, buf, r, rows):
@@ -320,9 +317,9 @@ def _certify64(cons: StreamedConstraints, C, valid, W):
     working set's multipliers `(1 - M_J)_+` extended by zeros."""
     mmin = cons.least_margin(W)
     a = cons.rms_norm()
-    M = working_set_operator(cons, C, valid).apply(W)
-    r = jnp.where(valid, jnp.maximum(1.0 - M, 0.0), 0.0)
-    G = working_set_operator(cons, C, valid).adjoint(r)
+    op = working_set_operator(cons, C, valid)
+    r = jnp.where(valid, jnp.maximum(1.0 - op.apply(W), 0.0), 0.0)
+    G = op.adjoint(r)
     rsum = jnp.sum(r)
     bound = jnp.where(rsum > 0, jnp.linalg.norm(G) / (a * jnp.where(rsum > 0, rsum, 1.0)), jnp.inf)
     wn = jnp.linalg.norm(W)
