@@ -1,0 +1,84 @@
+"""What generating the DP's candidates costs the working-set decider: one batch of DP decisions
+near the capacity, decided twice by the working-set decider, once on tasks whose `p^2 d`
+candidates are generated from the key tile by tile at every pass (what a search does above
+`MATERIALISE_LIMIT`) and once on the same tasks with every candidate held in memory
+(`make_tasks(materialise_limit=...)`; the same numbers). Also one outer pass each way, and the
+generation of one instance's candidates. Each decision batch is timed on a second run (the first
+compiles).
+
+    python benchmarks/dp_candidates.py --d 96 --p 1110 --n 4
+"""
+
+import argparse
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _common import best_time, twice, write
+from jaxmem import decide, DecideConfig, make_tasks
+from jaxmem.solvers import batch_constraints, outer_pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--d", type=int, default=96)
+    ap.add_argument("--p", type=int, default=1110)
+    ap.add_argument("--n", type=int, default=4)
+    a = ap.parse_args()
+    key = jax.random.key(0)
+    generated = make_tasks(key, n=a.n, d=a.d, p=a.p, problem="dp")
+    t = time.perf_counter()
+    held = make_tasks(key, n=a.n, d=a.d, p=a.p, problem="dp", materialise_limit=a.p * a.p * a.d)
+    jax.block_until_ready(held)
+    hold_s = time.perf_counter() - t
+    assert generated.streams_only and not held.streams_only
+    ps = np.full(a.n, a.p)
+    W = jax.vmap(lambda E, U: U.T @ E)(generated.inputs, generated.targets)  # the Hebbian memories
+    one_pass = jax.jit(jax.vmap(lambda c, w: outer_pass(c, w, 32)[0]))
+    pass_ms = {}
+    for name, tasks in (("generated", generated), ("held", held)):
+        cons = batch_constraints(tasks, ps, a.p, stream=True)
+        pass_ms[name] = 1e3 * best_time(lambda: one_pass(cons, W).block_until_ready(), repeats=2)
+    cfg = DecideConfig(decider="working-set")
+    runs = {}
+    for name, tasks in (("generated", generated), ("held", held)):
+        first, again, dec = twice(lambda tasks=tasks: decide(tasks, p=a.p, config=cfg))
+        runs[name] = dict(
+            first_s=first, again_s=again, status=dec.status.tolist(), iterations=dec.iterations.tolist()
+        )
+    g, h = runs["generated"], runs["held"]
+    same = g["status"] == h["status"]
+    print(
+        f"dp d={a.d} p={a.p}, {a.n} instances (working set): one outer pass {pass_ms['generated']:.0f} ms "
+        f"generating the candidates, {pass_ms['held']:.0f} ms reading them held; holding them took "
+        f"{hold_s:.1f} s ({a.n * a.p * a.p * a.d * 4 / 2**30:.2f} GiB)"
+    )
+    print(
+        f"decisions: generated {g['again_s']:.1f} s (first run {g['first_s']:.1f} s), held "
+        f"{h['again_s']:.1f} s (first run {h['first_s']:.1f} s): {g['again_s'] / h['again_s']:.1f}x; "
+        f"status {g['status']} / {h['status']} ({'the same' if same else 'DIFFERENT'}); iterations "
+        f"{g['iterations']} / {h['iterations']}; share of the generated run spent beyond the held "
+        f"one {1 - h['again_s'] / g['again_s']:.0%}"
+    )
+    path = write(
+        f"dp_candidates_{a.d}",
+        dict(
+            command=" ".join(["python", *sys.argv]),
+            d=a.d,
+            p=a.p,
+            n=a.n,
+            pass_ms=pass_ms,
+            hold_s=hold_s,
+            decisions=runs,
+        ),
+    )
+    print("written", path)
+    if not same:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    jnp.zeros(())
+    main()
