@@ -1,10 +1,10 @@
 """What generating the DP's candidates costs the working-set decider: one batch of DP decisions
-near the capacity, decided twice by the working-set decider, once on tasks whose `p^2 d`
-candidates are generated from the key tile by tile at every pass (what a search does above
-`MATERIALISE_LIMIT`) and once on the same tasks with every candidate held in memory
-(`make_tasks(materialise_limit=...)`; the same numbers). Also one outer pass each way, and the
-generation of one instance's candidates. Each decision batch is timed on a second run (the first
-compiles).
+near the capacity, decided twice by the working-set decider, once with the `p^2 d` candidates
+of tasks above `MATERIALISE_LIMIT` generated from the key tile by tile at every pass (the batch
+compacted as it finishes) and once with the batch's candidates held in memory
+(`hold_candidates`, what a search does within `HOLD_BYTES`; the batch run whole). Also one outer
+pass each way, and the time to hold them. Each decision batch is timed on a second run (the
+first compiles).
 
     python benchmarks/dp_candidates.py --d 96 --p 1110 --n 4
 """
@@ -17,8 +17,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from _common import best_time, twice, write
-from jaxmem import decide, DecideConfig, make_tasks
-from jaxmem.solvers import batch_constraints, outer_pass
+from jaxmem import DecideConfig, make_tasks
+from jaxmem.solvers import (
+    batch_constraints,
+    conclude_working_set,
+    hold_candidates,
+    outer_pass,
+    run_ensemble,
+    working_set_instances,
+)
 
 
 def main():
@@ -27,24 +34,30 @@ def main():
     ap.add_argument("--p", type=int, default=1110)
     ap.add_argument("--n", type=int, default=4)
     a = ap.parse_args()
-    key = jax.random.key(0)
-    generated = make_tasks(key, n=a.n, d=a.d, p=a.p, problem="dp")
+    tasks = make_tasks(jax.random.key(0), n=a.n, d=a.d, p=a.p, problem="dp")
+    assert tasks.streams_only
+    ps = np.full(a.n, a.p)
+    generated = batch_constraints(tasks, ps, a.p, stream=True)
     t = time.perf_counter()
-    held = make_tasks(key, n=a.n, d=a.d, p=a.p, problem="dp", materialise_limit=a.p * a.p * a.d)
+    held = hold_candidates(generated, budget=2**62)
     jax.block_until_ready(held)
     hold_s = time.perf_counter() - t
-    assert generated.streams_only and not held.streams_only
-    ps = np.full(a.n, a.p)
-    W = jax.vmap(lambda E, U: U.T @ E)(generated.inputs, generated.targets)  # the Hebbian memories
+    W = jax.vmap(lambda E, U: U.T @ E)(tasks.inputs, tasks.targets)  # the Hebbian memories
     one_pass = jax.jit(jax.vmap(lambda c, w: outer_pass(c, w, 32)[0]))
     pass_ms = {}
-    for name, tasks in (("generated", generated), ("held", held)):
-        cons = batch_constraints(tasks, ps, a.p, stream=True)
+    for name, cons in (("generated", generated), ("held", held)):
         pass_ms[name] = 1e3 * best_time(lambda: one_pass(cons, W).block_until_ready(), repeats=2)
     cfg = DecideConfig(decider="working-set")
+    chunk = max(1, cfg.chunk // cfg.outer_every)
+
+    def decide(cons):
+        solver, inst = working_set_instances(cons, config=cfg)
+        st, _ = run_ensemble(solver, inst, chunk=chunk, compact=cons is generated)
+        return conclude_working_set(solver, inst, st)
+
     runs = {}
-    for name, tasks in (("generated", generated), ("held", held)):
-        first, again, dec = twice(lambda tasks=tasks: decide(tasks, p=a.p, config=cfg))
+    for name, cons in (("generated", generated), ("held", held)):
+        first, again, dec = twice(lambda cons=cons: decide(cons))
         runs[name] = dict(
             first_s=first, again_s=again, status=dec.status.tolist(), iterations=dec.iterations.tolist()
         )

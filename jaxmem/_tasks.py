@@ -248,7 +248,8 @@ class DPTask(AbstractTask):
     def candidates(self, rows, cols):
         mu, rho = jnp.broadcast_arrays(jnp.asarray(rows), jnp.asarray(cols))
         if self.materialised is not None:
-            return self.materialised[mu, rho]
+            # held candidates keep their dtype when the rest is cast (a float64 recheck)
+            return self.materialised[mu, rho].astype(self.inputs.dtype)
         dtype = self.inputs.dtype
         draw = dtype if self.draw_dtype is None else jnp.dtype(self.draw_dtype)
 
@@ -273,7 +274,7 @@ class DPTask(AbstractTask):
 
     def block_scores(self, V, rows, cols, precision):
         if self.materialised is not None:
-            C = self.materialised[rows[:, None], cols[None, :]]
+            C = self.materialised[rows[:, None], cols[None, :]].astype(self.inputs.dtype)
         else:
             C = self.candidates(rows[:, None], cols[None, :])
         return einsum("md,mbd->mb", V, C, precision), C

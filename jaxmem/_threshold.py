@@ -248,6 +248,10 @@ class Brackets:
         )
 
 
+# Finished instances of a batch that holds its DP candidates are certified this many at a time
+# (at d = 96, 16 seeds, a gather of all of them would copy 8.6 GB).
+_HELD_GROUP = 4
+
 # A certified search compacts into buckets of powers of _BUCKET_BASE: each bucket compiles its own
 # chunk, start and certificate programs (1.7 s for a working-set chunk at d = 48); with powers of
 # two those compiles took 18 of the 44 s of a 16-seed OP search there, with powers of four it took
@@ -275,32 +279,43 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     # each seed's last storable memory, the start of its next decision
     warm = np.zeros((n, d, d), np.dtype(tasks.inputs.dtype)) if cfg.warm_start and rank is None else None
 
-    def build(P):
+    def build(P, hold=True):
         # a finished seed's last p may exceed P; its slot is never stepped again
         return parts.instances(
-            tasks, np.minimum(current, P), P, W0=None if warm is None else jnp.asarray(warm)
+            tasks, np.minimum(current, P), P, W0=None if warm is None else jnp.asarray(warm), hold=hold
         )
 
     solver, inst = build(P)
+    # a batch that holds its candidates runs whole (compacting would copy them at every chunk);
+    # one that does not never starts holding them
+    held = parts.holds(inst)
     shown = [time.perf_counter()]
     big = lambda P: P * P * d * (1 if tasks.shared else 4) >= _SMALL_WORK
     compact = big(P)
 
-    def padded(idx):
-        size = bucket(idx.size, n, _BUCKET_BASE) if compact else n
+    def padded(idx, compacted=None):
+        size = bucket(idx.size, n, _BUCKET_BASE) if (compact if compacted is None else compacted) else n
         return jnp.asarray(np.concatenate([idx, np.full(size - idx.size, idx[-1])]))
+
+    def certify(done, inst, st):
+        # a batch that holds its candidates certifies _HELD_GROUP instances at a time: a gather
+        # copies the candidates of the instances it takes
+        groups = np.array_split(done, -(-done.size // _HELD_GROUP)) if held else [done]
+        out = []
+        for g in groups:
+            idx = padded(g, compacted=held or None)
+            dec = parts.conclude(solver, gather(inst, idx), gather(st, idx))
+            out.append([dec.status, dec.margin, dec.margin_bound, dec.iterations, dec.weight])
+            out[-1] = [x[: g.size] for x in out[-1]]
+        return [np.concatenate(x) for x in zip(*out)]
 
     def refill(done, inst, st):
         nonlocal P
-        idx = padded(done)
-        dec = parts.conclude(solver, gather(inst, idx), gather(st, idx))
-        k = done.size
-        search.record(
-            done, current[done], dec.status[:k], dec.margin[:k], dec.margin_bound[:k], dec.iterations[:k]
-        )
+        status, margin, bound, iterations, weight = certify(done, inst, st)
+        search.record(done, current[done], status, margin, bound, iterations)
         if warm is not None:
-            stored = dec.status[:k] == STORABLE
-            warm[done[stored]] = dec.weight[:k][stored]
+            stored = status == STORABLE
+            warm[done[stored]] = weight[stored]
         again = search.searching(done)
         if log is not None and (time.perf_counter() - shown[0] > 10 or not again.size):
             shown[0] = time.perf_counter()
@@ -317,17 +332,27 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         need = size(current[search.searching()])
         if need > P or (need < P and big(P)):
             P = need
-            _, inst = build(P)
+            parts.drop(inst)
+            _, inst = build(P, hold=held)
             st = parts.resize(st, P)
         else:
             inst = eqx.tree_at(lambda i: i.cons.p, inst, jnp.asarray(np.minimum(current, P), jnp.int32))
             if warm is not None:
                 inst = eqx.tree_at(lambda i: i.W0, inst, jnp.asarray(warm))
         idx = padded(again)
-        st = scatter(st, idx, init_states(solver, gather(inst, idx)))
+        # where the batch holds its candidates, the starts are taken of the whole batch, not of a
+        # gathered copy
+        fresh = (
+            gather(init_states(solver, inst), idx)
+            if parts.holds(inst)
+            else init_states(solver, gather(inst, idx))
+        )
+        st = scatter(st, idx, fresh)
         return inst, st, again
 
-    run_ensemble(solver, inst, chunk=parts.chunk, refill=refill, compact=compact, base=_BUCKET_BASE)
+    run_ensemble(
+        solver, inst, chunk=parts.chunk, refill=refill, compact=compact and not held, base=_BUCKET_BASE
+    )
 
 
 def _adam_search(tasks, search: Brackets, *, rank, decide_cfg, adam_cfg, log, t0) -> None:

@@ -9,9 +9,21 @@ import jaxmem as jm
 import numpy as np
 import pytest
 from jaxmem import search_thresholds, SearchPlan
-from jaxmem.solvers import batch_constraints, decide, DecideConfig, init_states, run_ensemble
+from jaxmem.solvers import (
+    _dispatch,
+    _working_set,
+    batch_constraints,
+    decide,
+    DecideConfig,
+    init_states,
+    run_ensemble,
+)
 from jaxmem.solvers._working_set import (
+    cast64,
     conclude_working_set,
+    drop_candidates,
+    hold_candidates,
+    holds_candidates,
     STORABLE,
     verify_working_set,
     working_set_instances,
@@ -236,3 +248,71 @@ def test_the_streamed_certificate_passes_are_the_dense_ones(problem, x64):
         ref.append(np.sqrt(norms[~np.eye(p, dtype=bool)].mean()))
     for cons in (streamed, dense):
         np.testing.assert_allclose(jax.vmap(lambda c: c.rms_norm())(cons), ref, rtol=1e-10)
+
+
+def test_held_candidates_are_the_generated_ones_and_are_released_and_dropped():
+    """`hold_candidates` holds exactly the candidates a streamed DP task generates, within its
+    budget only and never for the OP; the float64 recheck reads them cast tile by tile, not as a
+    float64 copy; `drop` frees them."""
+    d, p, n = 6, 20, 3
+    tasks = jm.make_tasks(jax.random.key(1), n=n, d=d, p=p, problem="dp", materialise_limit=0)
+    assert tasks.streams_only
+    cons = batch_constraints(tasks, np.full(n, p), p, stream=True)
+    held = hold_candidates(cons)
+    assert holds_candidates(held) and not holds_candidates(cons)
+    for i in range(n):
+        one = jax.tree.map(lambda x: x[i], tasks)
+        np.testing.assert_array_equal(held.task.materialised[i], one.table(p))
+    assert hold_candidates(cons, budget=n * p * p * d * 4 - 1) is cons
+    op = jm.make_tasks(jax.random.key(1), n=n, d=d, p=p, problem="op")
+    op_cons = batch_constraints(op, np.full(n, p), p, stream=True)
+    assert hold_candidates(op_cons) is op_cons
+    with jax.enable_x64(True):
+        c64 = cast64(held)
+        assert c64.task.materialised.dtype == jnp.float32 and c64.task.inputs.dtype == jnp.float64
+        tile = jax.vmap(lambda c: c.task.candidates(jnp.arange(p)[:, None], jnp.arange(p)[None, :]))(c64)
+        assert tile.dtype == jnp.float64
+        np.testing.assert_array_equal(tile, held.task.materialised.astype(jnp.float64))
+    array = held.task.materialised
+    drop_candidates(held)
+    assert array.is_deleted()
+
+
+def test_a_search_that_holds_its_candidates_decides_as_one_that_generates_them(monkeypatch):
+    """Seed by seed, a working-set search of streamed DP tasks makes the same proposals and finds
+    the same thresholds whether its batch holds the candidates (run whole) or regenerates them
+    at every pass (`HOLD_BYTES = 0`)."""
+    d, seeds = 10, 4
+    plan = SearchPlan(p0=28, p_max=44)
+    tasks = jm.make_tasks(jax.random.key(5), n=seeds, d=d, p=plan.p_max, problem="dp", materialise_limit=0)
+    cfg = DecideConfig(decider="working-set", working_set=8)
+    held = []
+    real = _dispatch.hold_candidates
+    monkeypatch.setattr(
+        _dispatch, "hold_candidates", lambda c: held.append(holds_candidates(r := real(c))) or r
+    )
+    holding = search_thresholds(tasks, plan=plan, decide_config=cfg)
+    assert held and all(held), "every batch held its candidates"
+    monkeypatch.setattr(_working_set, "HOLD_BYTES", 0)
+    held.clear()
+    generating = search_thresholds(tasks, plan=plan, decide_config=cfg)
+    assert held and not any(held)
+    assert holding.exact.all() and generating.exact.all()
+    np.testing.assert_array_equal(holding.lo, generating.lo)
+    ps = lambda t: [[x[0] for x in dec] for dec in t.decisions]
+    assert ps(holding) == ps(generating)
+
+
+def test_the_float64_certificate_of_held_candidates_is_that_of_generated_ones():
+    """`verify_working_set` gives the same float64 margins and bounds whether the batch's DP
+    candidates are held in float32 or regenerated in float64 from the same draws."""
+    d, p, n = 8, 30, 3
+    tasks = jm.make_tasks(jax.random.key(2), n=n, d=d, p=p, problem="dp", materialise_limit=0)
+    cfg = DecideConfig(decider="working-set", working_set=6)
+    cons = batch_constraints(tasks, np.full(n, p), p, stream=True)
+    solver, inst = working_set_instances(cons, config=cfg)
+    st, _ = run_ensemble(solver, inst, chunk=2, compact=False)
+    held = eqx.tree_at(lambda i: i.cons, inst, hold_candidates(cons))
+    a, b = verify_working_set(inst, st, cfg.tol), verify_working_set(held, st, cfg.tol)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-15)

@@ -39,6 +39,9 @@ from ._margin import (
 )
 from ._runner import AbstractEnsembleSolver, bucket, init_states, run_ensemble
 from ._working_set import (
+    conclude_working_set,
+    HOLD_BYTES,
+    hold_candidates,
     outer_pass,
     verify_working_set,
     working_set_instances,

@@ -145,12 +145,15 @@ class StreamedConstraints(eqx.Module):
     `(R, block, d)` candidates). For tasks whose `P x P` margins do not fit.
 
     **Arguments:** `task`: one task with `P` rows; `p`: the real associations; `block`: the
-    columns of a tile (a multiple of 128 suits the accelerators' matrix units).
+    columns of a tile (a multiple of 128 suits the accelerators' matrix units); `held`: the DP
+    task's candidates were generated into memory for a search (`hold_candidates`), not by
+    `make_task`.
     """
 
     task: Task
     p: Int[Array, ""]
     block: int = eqx.field(static=True, default=256)
+    held: bool = eqx.field(static=True, default=False)
 
     @property
     def inputs(self):

@@ -28,7 +28,14 @@ from .._validate import InvalidArgument
 from ._constraints import batch_constraints, task_prefixes
 from ._decide import conclude, DecideConfig, Decision, decision_instances, resize_states
 from ._runner import run_ensemble
-from ._working_set import conclude_working_set, resize_working_set, working_set_instances
+from ._working_set import (
+    conclude_working_set,
+    drop_candidates,
+    hold_candidates,
+    holds_candidates,
+    resize_working_set,
+    working_set_instances,
+)
 
 
 # The smallest d at which the working-set decider is chosen for the OP and for the DP (measured).
@@ -57,16 +64,24 @@ def choose_decider(config: DecideConfig, *, d: int, problem: str, factored: bool
 
 
 class DeciderParts(eqx.Module):
-    """What a search needs of a decider: `instances(tasks, ps, P)` gives the solver and its batch
-    (prefixes `ps` padded to `P` rows), `conclude(solver, inst, state)` certifies finished
-    instances, `resize(state, P)` re-pads running states, `chunk` is the runner's steps per chunk
-    (about `config.chunk` iterations), and `name` says which one it is."""
+    """What a search needs of a decider: `instances(tasks, ps, P, W0=None, hold=True)` gives the
+    solver and its batch (prefixes `ps` padded to `P` rows; `hold`: candidates may be held),
+    `conclude(solver, inst, state)` certifies finished instances, `resize(state, P)` re-pads
+    running states, `chunk` is the runner's steps per chunk (about `config.chunk` iterations),
+    and `name` says which one it is.
+
+    A working-set batch may hold its DP candidates in memory (`hold_candidates`); then
+    `holds(inst)` is true, the batch is run whole and its finished instances are certified a few
+    at a time (a compacting runner, or a gather of many, would copy the candidates), and
+    `drop(inst)` frees them before the batch is built again at another padding."""
 
     name: str
     chunk: int
     instances: Callable[..., Any]
     conclude: Callable[..., Decision]
     resize: Callable[..., Any]
+    holds: Callable[[Any], bool] = lambda inst: False
+    drop: Callable[[Any], None] = lambda inst: None
 
 
 def decider_parts(config: DecideConfig, *, d: int, problem: str, rank: int | None = None) -> DeciderParts:
@@ -74,14 +89,22 @@ def decider_parts(config: DecideConfig, *, d: int, problem: str, rank: int | Non
     name = choose_decider(config, d=d, problem=problem, factored=rank is not None)
     if name == "working-set":
 
-        def instances(tasks, ps, P, W0=None):
+        def instances(tasks, ps, P, W0=None, hold=True):
             cons = batch_constraints(tasks, ps, P, stream=True, block=config.block)
-            return working_set_instances(cons, W0=W0, config=config)
+            return working_set_instances(hold_candidates(cons) if hold else cons, W0=W0, config=config)
 
         chunk = max(1, config.chunk // config.outer_every)
-        return DeciderParts(name, chunk, instances, conclude_working_set, resize_working_set)
+        return DeciderParts(
+            name,
+            chunk,
+            instances,
+            conclude_working_set,
+            resize_working_set,
+            lambda inst: holds_candidates(inst.cons),
+            lambda inst: drop_candidates(inst.cons),
+        )
 
-    def instances(tasks, ps, P, W0=None):
+    def instances(tasks, ps, P, W0=None, hold=True):
         cons = batch_constraints(tasks, ps, P, stream=config.stream, block=config.block)
         return decision_instances(cons, rank=rank, W0=W0, config=config)
 
@@ -121,5 +144,5 @@ def decide(
     m, _ = resolve_kappa(model, d, kappa)
     parts = decider_parts(config, d=d, problem=tasks.problem, rank=m if model == "factored" else None)
     solver, inst = parts.instances(tasks, jnp.asarray(ps), int(ps.max()), W0=W0)
-    st, _ = run_ensemble(solver, inst, chunk=parts.chunk)
+    st, _ = run_ensemble(solver, inst, chunk=parts.chunk, compact=not parts.holds(inst))
     return parts.conclude(solver, inst, st)

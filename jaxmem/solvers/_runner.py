@@ -82,10 +82,11 @@ def _status(solver, state):
 
 
 @eqx.filter_jit
-def _chunk(solver, mesh, instances, state, idx, length):
+def _chunk(solver, mesh, instances, state, idx, length, whole: bool = False):
     """`length` steps of the instances `idx` (gathered, run, scattered back), their `done` and
-    `remaining`."""
-    take = lambda tree: jax.tree.map(lambda x: x[idx], tree)
+    `remaining`; `whole`: `idx` is every instance in order, which are run in place (a gather
+    would copy every array of the batch at every chunk)."""
+    take = (lambda tree: tree) if whole else (lambda tree: jax.tree.map(lambda x: x[idx], tree))
 
     def one(inst, st, length):
         def body(_, st):
@@ -96,7 +97,7 @@ def _chunk(solver, mesh, instances, state, idx, length):
 
     run = lambda insts, sts, length: jax.vmap(one, in_axes=(0, 0, None))(insts, sts, length)
     part = shard_ensemble(run, mesh, 2)(take(instances), take(state), length)
-    state = jax.tree.map(lambda a, b: a.at[idx].set(b), state, part)
+    state = part if whole else jax.tree.map(lambda a, b: a.at[idx].set(b), state, part)
     return state, jax.vmap(solver.done)(part), jax.vmap(solver.remaining)(part)
 
 
@@ -164,8 +165,9 @@ def run_ensemble(
         size = -(-(bucket(rows.size, n, base) if compact else n) // n_dev) * n_dev
         idx = np.concatenate([rows, np.full(size - rows.size, rows[-1])])
         length = int(min(chunk, left[active].max()))
+        whole = size == n and not compact
         state, fin_part, left_part = _chunk(
-            solver, mesh, instances, state, jnp.asarray(idx), jnp.asarray(length, jnp.int32)
+            solver, mesh, instances, state, jnp.asarray(idx), jnp.asarray(length, jnp.int32), whole
         )
         newly = rows[np.asarray(fin_part)[: rows.size] & ~fin[rows]]
         fin[rows] = np.asarray(fin_part)[: rows.size]

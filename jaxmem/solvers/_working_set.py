@@ -11,11 +11,14 @@ competitors per input,
 by the dense decider's L-BFGS and line search (`_lbfgs`), at `O(p d^2 + p k d)` per iteration instead
 of `O(p^2 d)`. One solver step is up to `outer_every` such inner iterations followed by one
 **outer pass** over all `p (p - 1)` margins, tile by tile (`StreamedConstraints`; DP candidates
-regenerated from the key or read where materialised). The pass gives the least margin of the
-whole system and, per input, its lowest margins; the next working set keeps violated constraints
-first, then the members that still carry a residual, then the outsiders with one (`_merge`). The
-L-BFGS pairs are kept across the swap: while `J` holds every constraint of margin below 1, `L_J`
-and the full loss agree near the iterate, and so do their curvatures.
+regenerated from the key or read where materialised: `hold_candidates` generates a batch's into
+memory when all of them fit in `HOLD_BYTES`, since a pass that regenerates them took 71 times one
+that reads them at d = 96; benchmarks/README.md, "The DP's candidates at d = 96"). The pass gives
+the least margin of the whole system and, per input, its lowest margins; the next working set
+keeps violated constraints first, then the members that still carry a residual, then the
+outsiders with one (`_merge`). The L-BFGS pairs are kept across the swap: while `J` holds every
+constraint of margin below 1, `L_J` and the full loss agree near the iterate, and so do their
+curvatures.
 
 - **Storable** is concluded only by an outer pass: every one of the `p (p - 1)` margins positive
   (then recomputed in float64 over all constraints).
@@ -39,6 +42,9 @@ misses part of the loss. That slows convergence but never a certificate. When it
 """
 
 from __future__ import annotations
+
+import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -76,6 +82,14 @@ WIDE_FROM_D = 128
 
 # The most margins an outer pass holds per instance (a row block against all columns).
 _SELECT_FLOATS = 2**21
+
+# The most bytes of DP candidates a search batch holds in memory (`hold_candidates`). Otherwise
+# every outer pass and every decision's constraint norm regenerates all `p^2 d` of them from the
+# key: at d = 96, p = 1110 a pass took 1.3 s per instance that way and 19 ms reading them held
+# (benchmarks/README.md, "The DP's candidates at d = 96"). 10 GiB holds a 16-seed batch at d = 96
+# (8.6 GB at p = 1184) and leaves room for the rest of a search on the 24 GiB machines this
+# project runs on.
+HOLD_BYTES = 10 * 2**30
 
 
 def working_set_size(config: DecideConfig, d: int) -> int:
@@ -181,6 +195,57 @@ def outer_pass(cons: StreamedConstraints, W, k: int):
     Vals, Idx, Act = cons.fold([V], fn, init, row_init, row_done, rows=R)
     Vals, Idx, Act = Vals[:P], Idx[:P], Act[:P]
     return jnp.min(Vals[:, 0]), Idx, Vals, Act
+
+
+def hold_candidates(cons: StreamedConstraints, budget: int | None = None) -> StreamedConstraints:
+    """A batch of streamed DP constraints whose candidates are generated from the key, with the
+    `(P, P, d)` candidates of every instance held in memory instead, where all of them fit in
+    `budget` bytes (else, and for the OP, `cons` as it is). The numbers are the same: a held
+    candidate is the generated one.
+
+    **Arguments:** `cons`: `StreamedConstraints` with a leading ensemble axis; `budget`: bytes
+    (default `HOLD_BYTES`).
+
+    **Returns:** `StreamedConstraints`."""
+    budget = HOLD_BYTES if budget is None else budget
+    task = cons.task
+    n, P, d = task.inputs.shape
+    if task.shared or not task.streams_only or n * P * P * d * task.inputs.dtype.itemsize > budget:
+        return cons
+    held = jnp.zeros((n, P, P, d), task.inputs.dtype)
+    for i in range(n):
+        held = _hold_one(held, jax.tree.map(lambda x: x[i], task), i)
+    task = eqx.tree_at(lambda t: t.materialised, task, held, is_leaf=lambda x: x is None)
+    return dataclasses.replace(cons, task=task, held=True)
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _hold_one(held, task, i):
+    # one instance's table written into the donated batch buffer: no second copy of the batch
+    return held.at[i].set(task.table(task.p))
+
+
+def holds_candidates(cons: StreamedConstraints) -> bool:
+    """Whether `cons` holds DP candidates that `hold_candidates` added."""
+    return cons.held
+
+
+def cast64(cons: StreamedConstraints) -> StreamedConstraints:
+    """`cons` in float64 (`to64`), but for the candidates `hold_candidates` added: they keep their
+    dtype, and each tile is cast as it is read (exact: the same numbers, without a float64 copy of
+    the batch's candidates)."""
+    if not cons.held:
+        return jax.tree.map(to64, cons)
+    held = cons.task.materialised
+    out = jax.tree.map(to64, eqx.tree_at(lambda c: c.task.materialised, cons, None))
+    return eqx.tree_at(lambda c: c.task.materialised, out, held, is_leaf=lambda x: x is None)
+
+
+def drop_candidates(cons: StreamedConstraints) -> None:
+    """Free the candidates `hold_candidates` added to `cons` now (`cons` is unusable after), so
+    that a search re-padding its batch never holds two batches of them."""
+    if cons.held:
+        cons.task.materialised.delete()
 
 
 def _gather(cons: StreamedConstraints, J):
@@ -329,7 +394,7 @@ def _certify64(cons: StreamedConstraints, C, valid, W):
 @jax.jit
 def _certify_batch64(cons, C, valid, W):
     # one program per batch shape, traced once (a vmap built per call is traced at every call)
-    return jax.vmap(_certify64)(jax.tree.map(to64, cons), to64(C), valid, to64(W))
+    return jax.vmap(_certify64)(cast64(cons), to64(C), valid, to64(W))
 
 
 def verify_working_set(inst: _WSInstance, st: _WSState, tol: float):
