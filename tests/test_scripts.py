@@ -41,5 +41,5 @@ def test_scaling_script_plans_and_refuses_bad_shards_without_writing(tmp_path):
     r = run("--shard", "3/2")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "--shard" in r.stderr
     r = run("--plan")
-    assert r.returncode == 0 and r.stdout.strip().endswith("44 units of work"), r.stdout[-500:]
+    assert r.returncode == 0 and r.stdout.strip().endswith("46 units of work"), r.stdout[-500:]
     assert not out.exists(), "--plan and a refused run write nothing"
