@@ -342,14 +342,18 @@ def part_config():
     return jm.TrainConfig(accuracy=0.9)
 
 
-@pytest.mark.parametrize("decider", ["dense", "working-set"])
-def test_a_refuted_float32_certificate_is_continued_in_float64(monkeypatch, decider):
+@pytest.mark.parametrize("decider, held", [("dense", False), ("working-set", False), ("working-set", True)])
+def test_a_refuted_float32_certificate_is_continued_in_float64(monkeypatch, decider, held):
     """When the float64 recheck refutes a float32 certificate (a near-tie; forced here by
     refuting the first recheck of instance 0), the decision continues in float64 from its `W`:
-    the float64 run's certificate stands, its iterations add up, and its memory is returned."""
+    the float64 run's certificate stands, its iterations add up, and its memory is returned.
+    `held`: DP tasks whose candidates the working-set batch holds (`hold_candidates`)."""
     from jaxmem.solvers import _decide, _working_set
 
-    tasks = jm.make_tasks(jax.random.key(3), n=3, d=8, p=24, problem="op")
+    if held:
+        tasks = jm.make_tasks(jax.random.key(3), n=3, d=8, p=24, problem="dp", materialise_limit=0)
+    else:
+        tasks = jm.make_tasks(jax.random.key(3), n=3, d=8, p=24, problem="op")
     cfg = DecideConfig(decider=decider, working_set=8)
     honest = decide(tasks, p=np.array([10, 16, 24]), config=cfg)
     module, name = (_decide, "verify") if decider == "dense" else (_working_set, "verify_working_set")
@@ -364,8 +368,11 @@ def test_a_refuted_float32_certificate_is_continued_in_float64(monkeypatch, deci
         return status, margin, bound
 
     monkeypatch.setattr(module, name, refute_once)
+    cast, seen = _working_set.cast64, []
+    monkeypatch.setattr(_working_set, "cast64", lambda c: seen.append(c.held) or cast(c))
     dec = decide(tasks, p=np.array([10, 16, 24]), config=cfg)
     assert calls[:2] == [3, 1], "the batch is rechecked, then the refuted instance alone in float64"
+    assert any(seen) == held, "a held batch is continued with its candidates held"
     np.testing.assert_array_equal(dec.status, honest.status)
     assert dec.iterations[0] >= honest.iterations[0] and (dec.iterations[1:] == honest.iterations[1:]).all()
     assert dec.weight.dtype == np.float64

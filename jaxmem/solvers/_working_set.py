@@ -424,7 +424,8 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
         sub = jax.tree.map(lambda x: x[grow], inst)
         sub = _WSInstance(sub.cons, jnp.asarray(W[grow], W.dtype))
         bigger = WorkingSetDecider(config, k)
-        st2, _ = run_ensemble(bigger, sub, chunk=1)
+        # held candidates: run whole, as a compacting runner would copy them at every chunk
+        st2, _ = run_ensemble(bigger, sub, chunk=1, compact=not sub.cons.held)
         dec = conclude_working_set(bigger, sub, st2)
         status[grow], margin[grow], bound[grow] = dec.status, dec.margin, dec.margin_bound
         iterations[grow] += dec.iterations
@@ -436,8 +437,8 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
     if refuted.any() and inst.cons.inputs.dtype != jnp.float64:
 
         def rerun(idx):
-            sub = _WSInstance(jax.tree.map(lambda x: to64(x[idx]), inst.cons), to64(W[idx]))
-            st64, _ = run_ensemble(solver, sub, chunk=1)
+            sub = _WSInstance(cast64(jax.tree.map(lambda x: x[idx], inst.cons)), to64(W[idx]))
+            st64, _ = run_ensemble(solver, sub, chunk=1, compact=not sub.cons.held)
             checked = verify_working_set(sub, st64, config.tol)
             return np.asarray(st64.status), np.asarray(st64.total), np.asarray(st64.opt.X), checked
 
