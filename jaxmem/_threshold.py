@@ -268,7 +268,9 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     multiple of `plan.pad` that the running proposals need, up or down (a seed's sequence of
     `p`, hence its decisions, is that of a round-by-round search). Where a step is cheap
     (`_SMALL_WORK`) a compilation costs more than the steps it saves: there the batch is neither
-    compacted nor re-padded down, so each padding compiles one program."""
+    compacted nor re-padded down, so each padding compiles one program. A batch that holds its DP
+    candidates (`DeciderParts.holds`) is never compacted either, and certifies its finished
+    instances `_HELD_GROUP` at a time."""
     n, P_all, d = tasks.inputs.shape
     plan = search.plan
     current = search.propose(np.arange(n))
@@ -303,7 +305,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         groups = np.array_split(done, -(-done.size // _HELD_GROUP)) if held else [done]
         out = []
         for g in groups:
-            idx = padded(g, compacted=held or None)
+            idx = padded(g, compacted=True if held else None)
             dec = parts.conclude(solver, gather(inst, idx), gather(st, idx))
             out.append([dec.status, dec.margin, dec.margin_bound, dec.iterations, dec.weight])
             out[-1] = [x[: g.size] for x in out[-1]]
