@@ -295,8 +295,8 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     big = lambda P: P * P * d * (1 if tasks.shared else 4) >= _SMALL_WORK
     compact = big(P)
 
-    def padded(idx, compacted=None):
-        size = bucket(idx.size, n, _BUCKET_BASE) if (compact if compacted is None else compacted) else n
+    def padded(idx, compacted=compact):
+        size = bucket(idx.size, n, _BUCKET_BASE) if compacted else n
         return jnp.asarray(np.concatenate([idx, np.full(size - idx.size, idx[-1])]))
 
     def certify(done, inst, st):
@@ -305,10 +305,11 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         groups = np.array_split(done, -(-done.size // _HELD_GROUP)) if held else [done]
         out = []
         for g in groups:
-            idx = padded(g, compacted=True if held else None)
+            idx = padded(g, held or compact)
             dec = parts.conclude(solver, gather(inst, idx), gather(st, idx))
-            out.append([dec.status, dec.margin, dec.margin_bound, dec.iterations, dec.weight])
-            out[-1] = [x[: g.size] for x in out[-1]]
+            out.append(
+                [x[: g.size] for x in (dec.status, dec.margin, dec.margin_bound, dec.iterations, dec.weight)]
+            )
         return [np.concatenate(x) for x in zip(*out)]
 
     def refill(done, inst, st):

@@ -23,7 +23,6 @@ from jaxmem.solvers._working_set import (
     conclude_working_set,
     drop_candidates,
     hold_candidates,
-    holds_candidates,
     STORABLE,
     verify_working_set,
     working_set_instances,
@@ -250,7 +249,7 @@ def test_the_streamed_certificate_passes_are_the_dense_ones(problem, x64):
         np.testing.assert_allclose(jax.vmap(lambda c: c.rms_norm())(cons), ref, rtol=1e-10)
 
 
-def test_held_candidates_are_the_generated_ones_and_are_released_and_dropped():
+def test_held_candidates_are_the_generated_ones_read_cast_and_dropped():
     """`hold_candidates` holds exactly the candidates a streamed DP task generates, within its
     budget only and never for the OP; the float64 recheck reads them cast tile by tile, not as a
     float64 copy; `drop` frees them."""
@@ -259,7 +258,7 @@ def test_held_candidates_are_the_generated_ones_and_are_released_and_dropped():
     assert tasks.streams_only
     cons = batch_constraints(tasks, np.full(n, p), p, stream=True)
     held = hold_candidates(cons)
-    assert holds_candidates(held) and not holds_candidates(cons)
+    assert held.held and not cons.held
     for i in range(n):
         one = jax.tree.map(lambda x: x[i], tasks)
         np.testing.assert_array_equal(held.task.materialised[i], one.table(p))
@@ -288,9 +287,7 @@ def test_a_search_that_holds_its_candidates_decides_as_one_that_generates_them(m
     cfg = DecideConfig(decider="working-set", working_set=8)
     held = []
     real = _dispatch.hold_candidates
-    monkeypatch.setattr(
-        _dispatch, "hold_candidates", lambda c: held.append(holds_candidates(r := real(c))) or r
-    )
+    monkeypatch.setattr(_dispatch, "hold_candidates", lambda c: held.append((r := real(c)).held) or r)
     holding = search_thresholds(tasks, plan=plan, decide_config=cfg)
     assert held and all(held), "every batch held its candidates"
     monkeypatch.setattr(_working_set, "HOLD_BYTES", 0)

@@ -32,7 +32,6 @@ from ._working_set import (
     conclude_working_set,
     drop_candidates,
     hold_candidates,
-    holds_candidates,
     resize_working_set,
     working_set_instances,
 )
@@ -100,7 +99,7 @@ def decider_parts(config: DecideConfig, *, d: int, problem: str, rank: int | Non
             instances,
             conclude_working_set,
             resize_working_set,
-            lambda inst: holds_candidates(inst.cons),
+            lambda inst: inst.cons.held,
             lambda inst: drop_candidates(inst.cons),
         )
 

@@ -225,11 +225,6 @@ def _hold_one(held, task, i):
     return held.at[i].set(task.table(task.p))
 
 
-def holds_candidates(cons: StreamedConstraints) -> bool:
-    """Whether `cons` holds DP candidates that `hold_candidates` added."""
-    return cons.held
-
-
 def cast64(cons: StreamedConstraints) -> StreamedConstraints:
     """`cons` in float64 (`to64`), but for the candidates `hold_candidates` added: they keep their
     dtype, and each tile is cast as it is read (exact: the same numbers, without a float64 copy of
