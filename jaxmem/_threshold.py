@@ -279,7 +279,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
 
     parts = decider_parts(cfg, d=d, problem=tasks.problem, rank=rank)
     # each seed's last storable memory, the start of its next decision
-    warm = np.zeros((n, d, d), np.dtype(tasks.inputs.dtype)) if cfg.warm_start and rank is None else None
+    warm = np.zeros((n, d, d), np.dtype(tasks.inputs.dtype)) if cfg.warm_start else None
 
     def build(P, hold=True):
         # a finished seed's last p may exceed P; its slot is never stepped again

@@ -220,6 +220,57 @@ def test_factored_storable_certificate_has_rank_m():
     assert not np.any(fac.storable & ~full.storable)
 
 
+def test_bilinear_gradient_and_line_search_in_float64():
+    """The factored phase's pieces against independent references: its gradient in `(Q, R)`
+    against central finite differences of the squared hinge, its margins along a direction
+    against `Q R^T` recomputed, and its line search against a fine grid of the quartic."""
+    from jaxmem.solvers._constraints import constraints
+    from jaxmem.solvers._lbfgs import Bilinear, line_search
+
+    d, m, p = 6, 3, 14
+    task = jm.make_task(jax.random.key(2), d=d, p=p, problem="op")
+    with jax.enable_x64(True):
+        cons = jax.tree.map(
+            lambda x: jnp.asarray(x, jnp.float64) if x.dtype.kind == "f" else x, constraints(task, p)
+        )
+        op = Bilinear(cons.margins, cons.adjoint, cons.mask, jnp.array(True))
+        rng = np.random.default_rng(0)
+        cols = (np.arange(d) < m).astype(float)
+        X = jnp.asarray(rng.normal(size=(2, d, d)) * cols * 0.3)
+        D = jnp.asarray(rng.normal(size=(2, d, d)) * cols * 0.3)
+        loss = lambda X: float(
+            jnp.sum(jnp.where(cons.mask, jnp.maximum(1 - cons.margins(X[0] @ X[1].T), 0), 0) ** 2)
+        )
+        st = op.init(X, 5)
+        h = 1e-6
+        for idx in [(0, 1, 2), (1, 4, 0), (0, 5, 1), (1, 2, 2)]:
+            E = jnp.zeros_like(X).at[idx].set(h)
+            fd = (loss(X + E) - loss(X - E)) / (2 * h)
+            np.testing.assert_allclose(float(st.g[idx]), fd, rtol=1e-5, atol=1e-8)
+        assert np.all(np.asarray(st.g)[:, :, m:] == 0)  # columns beyond the rank stay zero
+        D = D - st.g / float(jnp.linalg.norm(st.g))  # a descent direction
+        assert float(jnp.vdot(st.g, D)) < 0
+        (Q, R), (dQ, dR) = X, D
+        M1, M2 = cons.margins(dQ @ R.T + Q @ dR.T), cons.margins(dQ @ dR.T)
+        t_grid = np.linspace(0, 4, 4001)
+        Mt = cons.margins((Q + 0.7 * dQ) @ (R + 0.7 * dR).T)
+        np.testing.assert_allclose(np.where(cons.mask, st.M + 0.7 * M1 + 0.49 * M2, 0), Mt, atol=1e-12)
+        phi = [loss(X + t * D) for t in t_grid]
+        t, _ = line_search(st.M, M1, jnp.vdot(st.g, D), iters=50, rtol=1e-10, dM2=M2)
+        assert abs(float(t) - t_grid[int(np.argmin(phi))]) < 2e-3
+        assert loss(X + float(t) * D) <= min(phi) + 1e-9
+        # with R fixed at I it is L-BFGS on the full-rank W = Q: R's gradient is zero and R stays
+        fixed = Bilinear(cons.margins, cons.adjoint, cons.mask, jnp.array(False))
+        X0 = jnp.stack([X[0], jnp.eye(d)])
+        s0 = fixed.init(X0, 5)
+        assert np.all(np.asarray(s0.g[1]) == 0)
+        G = -2.0 * cons.adjoint(jnp.where(cons.mask, jnp.maximum(1 - cons.margins(X[0]), 0), 0))
+        np.testing.assert_allclose(s0.g[0], G, rtol=1e-12)
+        s1 = fixed.step(s0)
+        np.testing.assert_array_equal(s1.X[1], jnp.eye(d))
+        assert loss(s1.X) < loss(X0)
+
+
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "jaxmem.cli", *args], capture_output=True, text=True)
 

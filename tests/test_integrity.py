@@ -85,7 +85,7 @@ def test_a_tolerance_is_a_setting_of_its_own():
 
 
 def test_settings_are_recorded_whole_and_run_as_recorded(tmp_path):
-    dcfg = jm.DecideConfig(max_iter=3, chunk=2, block=4, stream=True, rank_rounds=5)
+    dcfg = jm.DecideConfig(max_iter=3, chunk=2, block=4, stream=True, rank_window=5)
     acfg = jm.TrainConfig(steps=7, lr=0.3, precision="bf16", chunk=5, compact=False)
     (unit,) = point_configs(d=8, problem="op", solver="adam", seeds=2, decide_config=dcfg, adam_config=acfg)
     assert unit["decide"] == decide_fields(dcfg) and unit["adam"]["precision"] == "bf16"

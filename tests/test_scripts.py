@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 CODE = """
@@ -29,10 +31,11 @@ def test_every_benchmark_and_script_imports():
     assert r.returncode == 0, r.stderr[-3000:]
 
 
-def test_scaling_script_plans_and_refuses_bad_shards_without_writing(tmp_path):
-    out = tmp_path / "scaling"
+@pytest.mark.parametrize("script, units", [("scaling", 46), ("rank", 19)])
+def test_preset_scripts_plan_and_refuse_bad_shards_without_writing(tmp_path, script, units):
+    out = tmp_path / script
     run = lambda *a: subprocess.run(
-        [sys.executable, "scripts/scaling.py", "--out", str(out), *a],
+        [sys.executable, f"scripts/{script}.py", "--out", str(out), *a],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -41,5 +44,5 @@ def test_scaling_script_plans_and_refuses_bad_shards_without_writing(tmp_path):
     r = run("--shard", "3/2")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "--shard" in r.stderr
     r = run("--plan")
-    assert r.returncode == 0 and r.stdout.strip().endswith("46 units of work"), r.stdout[-500:]
+    assert r.returncode == 0 and r.stdout.strip().endswith(f"{units} units of work"), r.stdout[-500:]
     assert not out.exists(), "--plan and a refused run write nothing"

@@ -239,6 +239,46 @@ def test_scaling_report_from_records_alone(tmp_path, capsys):
         assert "| 6 | 6/6 |" in f.read()
 
 
+def test_rank_report_from_records_alone(tmp_path, capsys):
+    """`write_rank` reads a rank study's records and writes only its four files: per `kappa` and
+    problem the lower-bound row of `jaxmem capacity DIR`, its uncertified gap against the
+    full-rank thresholds of the same tasks, and Adam against it seed by seed."""
+    from jaxmem.study import measure, rank_points, RankSpec, Store, write_rank
+
+    out = str(tmp_path / "rank")
+    spec = RankSpec(points=((6, (0.5,), 6),), adam=((6, 4),), steps=300, group=6)
+    units = rank_points(spec)
+    assert [(u["model"], u["solver"], u["problem"]) for u in units] == [
+        ("full", "certified", "op"),
+        ("full", "certified", "dp"),
+        ("factored", "certified", "op"),
+        ("factored", "adam", "op"),
+        ("factored", "certified", "dp"),
+    ]
+    measure(units, store=Store(out))
+    before = sorted(os.listdir(out))
+    path, summary = write_rank(out)
+    assert sorted(set(os.listdir(out)) - set(before)) == ["rank.json", "rank.md", "rank.pdf", "rank.png"]
+    assert [(r["kappa"], r["problem"]) for r in summary["rows"]] == [(0.5, "op"), (0.5, "dp")]
+    assert main(["capacity", out, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    for r in summary["rows"]:
+        (same,) = [
+            x
+            for x in rows
+            if x["model"] == "factored" and x["solver"] == "certified" and x["problem"] == r["problem"]
+        ]
+        assert same["lower_bound"] and r["certified"]["alpha_c"] == same["alpha_c"]
+        assert r["certified"]["gap_paired"] == 6 and r["adam_paired"] == (4 if r["problem"] == "op" else None)
+        # a rank-m memory stores nothing that full rank does not: the gap is never negative
+        assert r["certified"]["gap_alpha"] >= 0
+    (diff,) = summary["op_dp"]
+    assert diff["kappa"] == 0.5 and diff["ci_low"] <= diff["diff"] <= diff["ci_high"]
+    with open(path) as f:
+        text = f.read()
+    assert "| 6 | 0.50 | OP | 6 |" in text and "lower bound" in text
+
+
 def test_the_committed_scaling_study_is_what_its_records_give(capsys):
     """docs/scaling holds the scaling study's records; its `scaling.json` and `scaling.md` are what
     they give (capacities and CIs re-read here, and by `jaxmem capacity DIR --json`), and the
@@ -269,3 +309,28 @@ def test_the_committed_scaling_study_is_what_its_records_give(capsys):
     with open(os.path.join(root, "README.md")) as f:
         readme = f.read()
     assert len(table) == len(summary["table"]) and all(line in readme for line in table)
+
+
+def test_the_committed_rank_study_is_what_its_records_give(capsys):
+    """docs/rank holds the rank study's records; `rank.json` holds the lower bounds (and their
+    uncertified gaps) that `jaxmem capacity DIR --json` gives from them, and the README's table is
+    `rank.md`'s."""
+    root = os.path.join(os.path.dirname(__file__), "..")
+    folder = os.path.join(root, "docs", "rank")
+    with open(os.path.join(folder, "rank.json")) as f:
+        summary = json.load(f)
+    fields = ("p_c", "alpha_c", "ci_low", "ci_high", "gap_seeds", "gap_paired")
+    want = {(r["kappa"], r["problem"]): tuple(r["certified"][k] for k in fields) for r in summary["rows"]}
+    assert main(["capacity", folder, "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)["rows"]
+    got = {
+        (r["kappa"], r["problem"]): tuple(r[k] for k in fields)
+        for r in cli
+        if r["model"] == "factored" and r["solver"] == "certified"
+    }
+    assert got == want and all(r["lower_bound"] for r in summary["rows"] for r in [r["certified"]])
+    with open(os.path.join(folder, "rank.md")) as f:
+        table = [line for line in f if line.startswith("| ") and line[2].isdigit()]
+    with open(os.path.join(root, "README.md")) as f:
+        readme = f.read()
+    assert len(table) == len(summary["rows"]) and all(line in readme for line in table)

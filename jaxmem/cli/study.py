@@ -121,8 +121,13 @@ def _measurement_points(a) -> list[dict]:
     dcfg = DecideConfig(tol=a.tol, decider=a.decider, warm_start=a.warm_start)
     acfg = TrainConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale, accuracy=a.criterion)
     units = []
+    common = dict(seeds=a.seeds, seed0=a.seed0, group=a.group, embedding=a.embedding, decide_config=dcfg)
     for d in a.d:
         for problem in a.problem:
+            if a.model == "factored" and "certified" in a.solver:
+                # the certified full-rank threshold of each task bounds its rank-m threshold from
+                # above: with it, a lower-bound row says how wide each seed's uncertified gap is
+                units += point_configs(d=d, problem=problem, **common)
             for kappa in a.kappa or [None]:
                 for solver in a.solver:
                     units += point_configs(
@@ -131,12 +136,8 @@ def _measurement_points(a) -> list[dict]:
                         model=a.model,
                         kappa=kappa,
                         solver=solver,
-                        seeds=a.seeds,
-                        seed0=a.seed0,
-                        group=a.group,
-                        embedding=a.embedding,
-                        decide_config=dcfg,
                         adam_config=acfg,
+                        **common,
                     )
     return distinct_units(units)
 
@@ -300,8 +301,14 @@ def add_commands(sub) -> None:
     )
     c.add_argument("--d", type=integer(2), nargs="+", default=None, help="measure at these dimensions")
     c.add_argument("--problem", nargs="+", default=["op"], choices=list(PROBLEMS))
-    c.add_argument("--model", default="full", choices=list(MEMORIES))
-    c.add_argument("--kappa", type=kappa, nargs="+", default=None)
+    c.add_argument(
+        "--model",
+        default="full",
+        choices=list(MEMORIES),
+        help="factored: W = Q R^T of rank kappa d, certified as a lower bound, measured with the "
+        "certified full-rank thresholds of the same tasks (each seed's uncertified gap)",
+    )
+    c.add_argument("--kappa", type=kappa, nargs="+", default=None, help="rank fractions (factored only)")
     c.add_argument("--solver", nargs="+", default=["certified"], choices=list(SOLVERS))
     c.add_argument("--seeds", type=integer(1, 1_000_000), default=64)
     c.add_argument("--seed0", type=integer(0, 2**31 - 1), default=0)

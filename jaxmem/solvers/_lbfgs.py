@@ -97,28 +97,38 @@ def lbfgs_direction(st: LBFGS):
     return jnp.where(jnp.vdot(D, st.g) < 0, D, -st.g / jnp.maximum(gnorm, tiny))
 
 
-def line_search(M, dM, slope0, iters: int = 12, rtol: float = 1e-2):
-    """`argmin_{t >= 0} phi(t) = sum (1 - M - t dM)_+^2` (masked entries hold `M = 2, dM = 0`).
+def line_search(M, dM, slope0, iters: int = 12, rtol: float = 1e-2, dM2=None):
+    """`argmin_{t >= 0} phi(t) = sum (1 - M - t dM - t^2 dM2)_+^2` (masked entries hold
+    `M = 2, dM = dM2 = 0`; `dM2 = None`: margins linear in `t`).
 
-    `phi'` is piecewise linear and non-decreasing, so Newton from `t = 1` (where L-BFGS steps
-    usually land) is exact once it stays on one linear piece; a bracket `[lo, hi]` of the root,
-    updated at every evaluation, keeps it safe (bisection, or growth by 4 while no upper end is
-    known). It stops when `|phi'(t)| <= rtol |phi'(0)|` (`slope0` is `phi'(0)`, from the gradient),
-    or after `iters` evaluations: an inexact minimum, which L-BFGS tolerates and the certificates
-    never rely on. Each evaluation is one fused pass over the margins, its sums in one reduction;
-    the last also says whether every margin at the step is positive (`r >= 1` where `M + t dM <= 0`).
+    With linear margins `phi'` is piecewise linear and non-decreasing, so Newton from `t = 1`
+    (where L-BFGS steps usually land) is exact once it stays on one linear piece; a bracket
+    `[lo, hi]` of the root, updated at every evaluation, keeps it safe (bisection, or growth by 4
+    while no upper end is known). Quadratic margins (a bilinear model, `Bilinear`) make `phi`
+    piecewise quartic and `phi''` possibly negative; the bracket then finds a root of `phi'` at
+    which it turns from negative to positive, a local minimum along the direction. It stops when
+    `|phi'(t)| <= rtol |phi'(0)|` (`slope0` is `phi'(0)`, from the gradient), or after `iters`
+    evaluations: an inexact minimum, which L-BFGS tolerates and the certificates never rely on.
+    Each evaluation is one fused pass over the margins, its sums in one reduction; the last also
+    says whether every margin at the step is positive (`r >= 1` where the margin is `<= 0`).
 
     **Returns:** `(t, stored)`.
     """
     tiny = jnp.finfo(M.dtype).tiny
 
     def slopes(t):
-        r = 1.0 - M - t * dM
-        a = jnp.where(r > 0, dM, 0.0)
+        if dM2 is None:
+            r = 1.0 - M - t * dM
+            a = jnp.where(r > 0, dM, 0.0)
+            hh = a * dM
+        else:
+            r, v = 1.0 - M - t * (dM + t * dM2), dM + 2.0 * t * dM2
+            a = jnp.where(r > 0, v, 0.0)
+            hh = a * v - 2.0 * jnp.maximum(r, 0.0) * dM2
         z = jnp.zeros((), M.dtype)
         # one variadic reduction: on the CPU three times faster than three sums
         g, h, bad = lax.reduce(
-            (a * r, a * dM, (r >= 1.0).astype(M.dtype)),
+            (a * r, hh, (r >= 1.0).astype(M.dtype)),
             (z, z, z),
             lambda x, y: (x[0] + y[0], x[1] + y[1], jnp.maximum(x[2], y[2])),
             tuple(range(M.ndim)),
@@ -295,3 +305,50 @@ class Streamed(AbstractMarginOperator):
 
     def warm(self, W0):
         return best_multiple(lambda ts: self.cons.line_slopes(jnp.zeros_like(W0), W0, ts), W0)
+
+
+class Bilinear(AbstractMarginOperator):
+    """Margins of a product `W = Q R^T` in its factors `X = (Q, R)` (stacked, `(2, d, d)`, the
+    columns beyond the rank zero): `M(X) = apply(Q R^T)` with `apply` linear in `W`. Along a
+    direction `D = (dQ, dR)` the margins are quadratic,
+
+        M(X + t D) = M + t apply(dQ R^T + Q dR^T) + t^2 apply(dQ dR^T),
+
+    so the line search stays exact in three margin passes; the gradient of the squared hinge is
+    `(G R, G^T Q)` with `G` its gradient in `W` (columns that are zero in `Q` and `R` stay zero).
+    With `free_r` false `R` stays where it is (its gradient is taken as zero): from `R = I` that
+    is L-BFGS on a full-rank `W = Q`, with linear margins. Otherwise the problem is not convex:
+    L-BFGS finds a stationary point, which certifies nothing."""
+
+    apply: Callable
+    adjoint: Callable
+    mask: Array
+    free_r: Array  # scalar boolean: whether R moves
+
+    def _grad(self, X, res):
+        G = -2.0 * self.adjoint(res)
+        Q, R = X[0], X[1]
+        gR = jnp.where(self.free_r, jnp.matmul(G.T, Q, precision=HIGHEST), 0.0)
+        return jnp.stack([jnp.matmul(G, R, precision=HIGHEST), gR])
+
+    def init(self, X, memory: int) -> LBFGS:
+        W = jnp.matmul(X[0], X[1].T, precision=HIGHEST)
+        M = jnp.where(self.mask, self.apply(W), 2.0)
+        res = residual(M, self.mask)
+        rsum, mmin = hinge_summary(M, self.mask)
+        return _fresh(X, M, self._grad(X, res), rsum, mmin > 0, memory)
+
+    def step(self, st: LBFGS) -> LBFGS:
+        D = lbfgs_direction(st)
+        (Q, R), (dQ, dR) = st.X, D
+        mm = lambda A, B: jnp.matmul(A, B.T, precision=HIGHEST)
+        M1 = self.apply(mm(dQ, R) + mm(Q, dR))
+        M2 = self.apply(mm(dQ, dR))
+        t, stored = line_search(st.M, M1, jnp.vdot(st.g, D), dM2=M2)
+        X = st.X + t * D
+        M = st.M + t * (M1 + t * M2)
+        res = jnp.maximum(1.0 - M, 0.0)
+        return lbfgs_update(st, X, M, self._grad(X, res), jnp.sum(res), stored, t)
+
+    def warm(self, W0):
+        raise NotImplementedError("a factored decision starts from the truncated full-rank solution")

@@ -44,6 +44,12 @@ class AbstractEnsembleSolver(eqx.Module):
     def done(self, state) -> Bool[Array, ""]:
         """Whether the instance has finished (solved, failed or out of budget)."""
 
+    def settle(self, instance, state) -> Any:
+        """Once per chunk, after its steps: work that a step would otherwise repeat at every
+        iteration under `vmap` (where both branches of a `cond` run), e.g. starting a new phase
+        (default: nothing)."""
+        return state
+
     def remaining(self, state) -> Int[Array, ""]:
         """An upper bound on the steps the instance still takes (default: none known); the
         runner trims its last chunk to it, so no step is computed past a budget."""
@@ -93,7 +99,8 @@ def _chunk(solver, mesh, instances, state, idx, length, whole: bool = False):
             new = solver.step(inst, st)
             return jax.tree.map(lambda a, b: jnp.where(solver.done(st), b, a), new, st)
 
-        return jax.lax.fori_loop(0, length, body, st)
+        st = jax.lax.fori_loop(0, length, body, st)
+        return solver.settle(inst, st)
 
     run = lambda insts, sts, length: jax.vmap(one, in_axes=(0, 0, None))(insts, sts, length)
     part = shard_ensemble(run, mesh, 2)(take(instances), take(state), length)

@@ -69,7 +69,7 @@ from ._records import (
     train_fields,
     unit_settings,
 )
-from ._report import read_study, write_report, write_scaling
+from ._report import read_study, write_rank, write_report, write_scaling
 from ._runner import check_jobs, default_jobs, distinct_units, measure, run_units
 from ._spec import (
     capacity,
@@ -78,6 +78,10 @@ from ._spec import (
     margin_configs,
     PAPER,
     QUICK,
+    RANK,
+    rank_points,
+    RANK_QUICK,
+    RankSpec,
     run_study,
     run_sweep,
     SCALING,

@@ -730,3 +730,68 @@ def gardner_curve(rows, n: int = 8) -> list[tuple[int, float]]:
         return []
     dd = np.unique(np.geomspace(ds[0], ds[-1], n).round().astype(int))
     return [(int(d), float(th.alpha_c(float(guess_p(int(d)))))) for d in dd]
+
+
+def rank_table(records, *, seed=0, n_boot=2000) -> dict:
+    """The rank study's tables from its records: per `d`, `kappa` and problem, the certified
+    rank-`m` lower bound (`threshold_rows`: the median, its 95% CI, the theory's
+    `alpha_c(p_c, kappa)` at the row's own `p_c` with the verdict a lower bound allows, and the
+    seeds with an uncertified gap below their full-rank threshold), the asymptote `F(kappa)/2`,
+    Adam on the same tasks and the seeds at which Adam stored more than the lower bound (a bound
+    that Adam beats is not tight); per `d` and `kappa`, OP - DP of the lower bounds with its
+    bootstrap CI; per `d`, the full-rank rows; and the theory's own threshold at that `d`, the
+    load `alpha(p)` at which `alpha(p) = alpha_c(p, kappa)` (`guess_p`), at each measured `kappa`
+    and at full rank; and `F(kappa)/2` on a grid (`limit`).
+
+    **Returns:** `dict(rows, op_dp, full, curves, limit)`."""
+    all_rows = threshold_rows(records)
+    pick = lambda model, solver: {
+        (r["d"], r["kappa"], r["problem"]): r
+        for r in all_rows
+        if r["model"] == model and r["solver"] == solver and r["embedding"] == "gaussian"
+    }
+    cert, adam = pick("factored", "certified"), pick("factored", "adam")
+    vs = {
+        (c["d"], c["kappa"], c["problem"]): c
+        for c in adam_vs_certified(records)
+        if c["model"] == "factored" and c["embedding"] == "gaussian"
+    }
+    rows = []
+    for key in sorted(cert, key=lambda k: (k[0], k[1], k[2] == "dp")):
+        d, k, problem = key
+        c = vs.get(key)
+        rows.append(
+            dict(
+                d=d,
+                kappa=k,
+                problem=problem,
+                certified=cert[key],
+                limit=float(th.F(k)) / 2,
+                adam=adam.get(key),
+                adam_above=None if c is None else int(round(c["fraction_above"] * c["seeds"])),
+                adam_paired=None if c is None else c["seeds"],
+            )
+        )
+    op_dp = []
+    for d, k in sorted({(d, k) for d, k, _ in cert}):
+        sel = [
+            r
+            for r in records
+            if r["config"]["d"] == d
+            and r["config"]["model"] == "factored"
+            and r["config"]["solver"] == "certified"
+            and round(r["config"]["kappa"], 6) == k
+        ]
+        for c in compare(sel, {"problem": "op"}, {"problem": "dp"}, seed=seed, n_boot=n_boot):
+            op_dp.append(dict(c, kappa=k))
+    full = [
+        r
+        for r in all_rows
+        if r["model"] == "full" and r["solver"] == "certified" and r["embedding"] == "gaussian"
+    ]
+    curves = {}
+    for d in sorted({d for d, _, _ in cert}):
+        ks = sorted({k for dd, k, _ in cert if dd == d} | {1.0})
+        curves[d] = [(k, alpha_of(d, guess_p(d, k))) for k in ks]
+    limit = [(float(k), float(th.F(float(k))) / 2) for k in np.linspace(0.05, 1.0, 20)]
+    return dict(rows=rows, op_dp=op_dp, full=full, curves=curves, limit=limit)

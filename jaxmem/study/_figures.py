@@ -353,6 +353,49 @@ def fig_scaling(table: list, out) -> str:
     return save_figure(fig, out, "scaling")
 
 
+def fig_rank_study(table: dict, out) -> str:
+    """The rank study (`rank_table`): the certified rank-`m` lower bounds of the OP and the DP
+    against `kappa` with 95% CIs at each `d`, Adam on the same model, the full-rank capacities at
+    `kappa = 1`, Gardner's `alpha_c(p_c, kappa)` at each row's own `p_c` (crosses), the theory's
+    threshold at each `d` (dashed) and the asymptote `F(kappa)/2`. Nothing is fitted."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    ax.plot(*zip(*table["limit"]), "k-", lw=1, label=r"$F(\kappa)/2$ ($p \to \infty$)")
+    ds = sorted({r["d"] for r in table["rows"]})
+    for i, d in enumerate(ds):
+        marker = "os^D"[i % 4]
+        for j, problem in enumerate(("op", "dp")):
+            color, dx = f"C{j}", 1 + 0.012 * (2 * j - 1) + 0.004 * i
+            at = [r for r in table["rows"] if r["d"] == d and r["problem"] == problem]
+            cert = [r["certified"] for r in at] + [
+                f for f in table["full"] if f["d"] == d and f["problem"] == problem
+            ]
+            _errorbar(
+                ax, cert, [c["kappa"] for c in cert], color, f"certified {problem.upper()}, d={d}", marker, dx
+            )
+            adam = [r["adam"] for r in at if r["adam"] is not None]
+            if adam:
+                ax.plot(
+                    [a["kappa"] * dx * 1.01 for a in adam],
+                    [a["alpha_c"] for a in adam],
+                    marker,
+                    mfc="none",
+                    color=color,
+                    label=f"Adam {problem.upper()}, d={d}",
+                )
+            th_ = [
+                (c["kappa"] * dx, c["theory_alpha_c"]) for c in cert if c.get("theory_alpha_c") is not None
+            ]
+            if th_:
+                ax.plot(*zip(*th_), "x", color=color, ms=6)
+        ax.plot(*zip(*table["curves"][d]), "--", color="0.5", lw=1, label=f"theory's threshold at d={d}")
+    ax.plot([], [], "x", color="0.3", label=r"$\alpha_c(p_c, \kappa)$ at the row's $p_c$")
+    ax.set_xlabel(r"$\kappa = m/d$")
+    ax.set_ylabel(r"$\hat\alpha_c = p_c\ln p_c/d^2$")
+    ax.set_title(r"$W = QR^T$ of rank $m$: certified lower bounds (95% CIs) and Adam", fontsize=10)
+    _legend(ax)
+    return save_figure(fig, out, "rank")
+
+
 class Figure(eqx.Module):
     """One figure of the report: its key, its caption and the function that draws it from a
     `ReportData` into a folder, returning its file name and notes for the report."""

@@ -20,6 +20,7 @@ from ._analysis import (
     gap_trend,
     GAPS,
     peer_rows,
+    rank_table,
     scaling_table,
     setup,
     threshold_rows,
@@ -27,7 +28,7 @@ from ._analysis import (
     trend_note,
     verdict,
 )
-from ._figures import fig_scaling, fig_sweep, FIGURES
+from ._figures import fig_rank_study, fig_scaling, fig_sweep, FIGURES
 from ._panels import panels
 from ._records import KIND, MARGIN_KIND, normal_records, Store
 
@@ -189,6 +190,88 @@ def write_scaling(out: str, *, band_samples: int = 16384) -> tuple[str, dict]:
         trends=trends,
     )
     atomic_write(os.path.join(out, "scaling.json"), json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    return path, summary
+
+
+def write_rank(out: str) -> tuple[str, dict]:
+    """`rank.md`, `rank.json` and the figure `rank.png` from the rank study's records in `out`
+    alone (`rank_table`). Reads records; writes only those files.
+
+    **Returns:** the path of `rank.md` and the JSON it summarises."""
+    records, _, _ = read_study(out)
+    table = rank_table(records)
+    if not table["rows"]:
+        raise InvalidArgument(f"no certified rank-m threshold records under {out!r}")
+    figure = fig_rank_study(table, out)
+    ci = lambda r: f"{fmt(r['alpha_c'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
+    width = lambda r: fmt(r["ci_high"] - r["ci_low"]) if r["ci_high"] is not None else "—"
+    L = [
+        "# Rank-constrained memories `W = Q R^T` (certified lower bounds)",
+        "",
+        f"Records in `{out}/records/`. A rank-`m` threshold is a lower bound: a storable certificate is "
+        "an explicit rank-`m` memory with every margin positive (checked in float64), but no certificate "
+        "says that no rank-`m` memory exists, so an undecided instance counts as not stored and the "
+        "seed's search goes on below it. `alpha_hat_c = p_c ln p_c / d^2` is the median over seeds of "
+        "these lower bounds, with the distribution-free 95% CI of a median; the true rank-`m` capacity "
+        "is at least it. Each seed's rank-`m` threshold lies between its lower bound and its certified "
+        "full-rank threshold on the same task: `below full rank` counts the seeds where these differ "
+        "(the rank-`m` threshold is uncertified in between) and gives the median width in `alpha`. "
+        "Gardner's `alpha_c(p_c, kappa)` is evaluated at each row's own `p_c`; against a lower bound "
+        'only "above" can be decided. `Adam above` counts the seeds at which Adam on the factored '
+        "model stored more than the lower bound (a lower bound that Adam beats is not tight).",
+        "",
+        "| d | kappa | problem | seeds | lower bound alpha_hat_c [95% CI] | CI width | alpha_c(p_c, kappa) | "
+        "vs theory | F(kappa)/2 | below full rank: seeds, median width | undecided | Adam alpha_hat_c "
+        "(seeds) | Adam above the bound | search s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in table["rows"]:
+        r, a = t["certified"], t["adam"]
+        gap = f"{r['gap_seeds']} of {r['gap_paired']}, {fmt(r['gap_alpha'])}" if r.get("gap_paired") else "—"
+        adam = "—" if a is None else f"{fmt(a['alpha_c'])} ({a['seeds']})"
+        above = "—" if t["adam_above"] is None else f"{t['adam_above']} of {t['adam_paired']}"
+        L.append(
+            f"| {t['d']} | {t['kappa']:.2f} | {t['problem'].upper()} | {r['seeds']} | {ci(r)} | {width(r)} | "
+            f"{fmt(r.get('theory_alpha_c'))} | {r['theory_verdict']} | {t['limit']:.3f} | {gap} | "
+            f"{r['undecided']} | {adam} | {above} | {r['seconds']:.0f} |"
+        )
+    L += ["", "Full rank on the same tasks (certified, both sides):", ""]
+    L += [
+        f"- d={f['d']} {f['problem'].upper()}: {ci(f)}, {f['seeds']} seeds; alpha_c(p_c) = "
+        f"{fmt(f.get('theory_alpha_c'))} ({f['theory_verdict']})."
+        for f in table["full"]
+    ]
+    L += [
+        "",
+        "## OP against DP",
+        "",
+        "The difference of the medians of the lower bounds, with its 95% bootstrap CI over seeds (a "
+        "difference of lower bounds, not of capacities: it measures the two problems only as far as "
+        "the bounds are tight):",
+        "",
+    ]
+    for c in table["op_dp"]:
+        v = c["verdict"]
+        if v == "undecided":
+            v = f"undecided (about {c['seeds_to_decide']} seeds per side would decide it)"
+        L.append(
+            f"- d={c['d']} kappa={c['kappa']:.2f}: OP - DP = {c['diff']:+.3f} "
+            f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}], {v}."
+        )
+    secs = sum(t["certified"]["seconds"] + (t["adam"]["seconds"] if t["adam"] else 0) for t in table["rows"])
+    secs += sum(f["seconds"] for f in table["full"])
+    L += ["", f"Search time in all: {secs:.0f} s.", "", f"![rank]({figure})", ""]
+    path = os.path.join(out, "rank.md")
+    atomic_write(path, "\n".join(L) + "\n")
+    js = lambda r: None if r is None else r.to_json()
+    summary = dict(
+        rows=[dict(t, certified=js(t["certified"]), adam=js(t["adam"])) for t in table["rows"]],
+        op_dp=table["op_dp"],
+        full=[js(f) for f in table["full"]],
+        curves={str(d): c for d, c in table["curves"].items()},
+        limit=table["limit"],
+    )
+    atomic_write(os.path.join(out, "rank.json"), json.dumps(summary, indent=1, sort_keys=True) + "\n")
     return path, summary
 
 

@@ -51,7 +51,8 @@ class StudySpec(eqx.Module):
     - `hebbian`: `(d, seeds)` pairs: the Hebbian rule's all-stored threshold (OP).
     - `factored_d`, `kappas`, `factored_seeds`, `factored_adam_seeds`: rank-constrained memories
       `W = Q R^T` (certified lower bound, and Adam) at one `d` (0: none); `factored_max_iter`: the
-      rank-`m` decisions' iteration budget (an undecided instance lowers the bound, never raises it).
+      iteration budget of a rank-`m` decision's rank phase (`DecideConfig.rank_max_iter`; an
+      undecided instance lowers the bound, never raises it).
     - `spectra_seeds`: max-margin memories at `factored_d` for the spectra and scores (OP, DP,
       and the factored memory at `spectra_kappa`), at each seed's certified threshold.
     - `peer`, `peer_seeds`, `peer_lr`: Nichani, Lee and Bietti's protocol (unit-norm embeddings,
@@ -71,7 +72,7 @@ class StudySpec(eqx.Module):
     peer: tuple
     peer_seeds: int
     peer_lr: float = 5.0
-    factored_max_iter: int = 1000
+    factored_max_iter: int = DecideConfig().rank_max_iter
     steps: int = 5000
     lr: float = 3e-2
     group: int = 16
@@ -191,6 +192,73 @@ SCALING = ScalingSpec(
 SCALING_QUICK = ScalingSpec(op=((8, 16), (12, 16)), dp=((8, 16), (12, 16)))
 
 
+class RankSpec(eqx.Module):
+    """The rank study: certified lower bounds on the capacity of `W = Q R^T` of rank
+    `m = kappa d`, with Adam on the same model and the full-rank thresholds that bound each seed's
+    uncertified gap (`scripts/rank.py`).
+
+    **Arguments:**
+
+    - `points`: `(d, kappas, seeds)`: at each `d`, the certified full-rank thresholds of the OP
+      and the DP and the certified rank-`m` lower bounds of both at each `kappa`, on the same
+      nested tasks.
+    - `adam`: `(d, seeds)`: Adam (the capacity study's protocol, `steps`, `lr`) on the factored
+      model of the OP at each `kappa` of that `d`'s point, seeds `0..seeds-1`.
+    - `steps`, `lr`: Adam's budget and step size.
+    - `group`: seeds per unit of work.
+    """
+
+    points: tuple
+    adam: tuple
+    steps: int = 5000
+    lr: float = 3e-2
+    group: int = 16
+
+    def __check_init__(self):
+        try:
+            pts = [(int(d), tuple(float(k) for k in ks), int(n)) for d, ks, n in self.points]
+        except (TypeError, ValueError):
+            raise InvalidArgument(f"points must be triples (d, kappas, seeds), got {self.points!r}") from None
+        for d, ks, n in pts:
+            check_int("points d", d, 2)
+            check_int("points seeds", n, 1)
+            for k in ks:
+                check_real("points kappa", k, low=0.0, low_open=True, high=1.0)
+        for d, _ in _pairs("adam", self.adam):
+            if d not in [p[0] for p in pts]:
+                raise InvalidArgument(f"adam d = {d} has no point in points")
+        check_int("steps", self.steps, 1)
+        check_real("lr", self.lr, low=0.0, low_open=True)
+        check_int("group", self.group, 1)
+
+
+# The CPU rank study (`scripts/rank.py`; README, "Measured: rank-constrained memories"). Seeds: 32
+# per point, for 95% CIs of the lower bounds at most 0.03 wide. Not d = 48: one 16-seed rank-m unit
+# there ran for more than 16 minutes without finishing.
+RANK = RankSpec(points=((32, (0.25, 0.5, 0.75), 32),), adam=((32, 16),))
+
+# The same path in under a minute (tests, and `scripts/rank.py --quick`).
+RANK_QUICK = RankSpec(points=((8, (0.5,), 8),), adam=((8, 4),), steps=500)
+
+
+def rank_points(spec: RankSpec) -> list[dict]:
+    """The units of work of a rank study: per `d`, the full-rank points, then the rank-`m`
+    lower bounds by `kappa`, then Adam on the factored model."""
+    adam = dict(_pairs("adam", spec.adam))
+    cfg = TrainConfig(steps=spec.steps, lr=spec.lr)
+    units = []
+    for d, kappas, n in spec.points:
+        for problem in ("op", "dp"):
+            units += point_configs(d=d, problem=problem, seeds=n, group=spec.group)
+        for k in kappas:
+            for problem in ("op", "dp"):
+                kw = dict(d=d, problem=problem, model="factored", kappa=k, group=spec.group)
+                units += point_configs(seeds=n, **kw)
+                if d in adam and problem == "op":
+                    units += point_configs(seeds=adam[d], solver="adam", adam_config=cfg, **kw)
+    return units
+
+
 def scaling_points(spec: ScalingSpec) -> list[dict]:
     """The units of work of a scaling study, by `d` and then problem (a partial run has the
     small `d` of both problems first)."""
@@ -220,7 +288,7 @@ def study_points(spec: StudySpec) -> list[dict]:
             units += pc(d=d, problem="op", seeds=spec.factored_seeds)
         for k in spec.kappas:
             kw = dict(d=d, problem="op", model="factored", kappa=k)
-            dcfg = DecideConfig(max_iter=spec.factored_max_iter)
+            dcfg = DecideConfig(rank_max_iter=spec.factored_max_iter)
             units += pc(seeds=spec.factored_seeds, decide_config=dcfg, **kw)
             if spec.factored_adam_seeds:
                 units += pc(seeds=spec.factored_adam_seeds, solver="adam", adam_config=adam, **kw)

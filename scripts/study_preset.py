@@ -1,0 +1,47 @@
+"""The command line shared by the study presets' scripts (`scaling.py`, `rank.py`): measure a
+preset's units of work into `--out` (resumable, shardable for a SLURM array, `--plan` to list
+them), then write its report once every unit is done."""
+
+import argparse
+import json
+import sys
+import time
+
+from jaxmem.study import measure, Store
+
+
+def run_preset(doc: str, units, quick_units, write, argv=None) -> None:
+    """The script of a preset described by `doc`: `units` (or `quick_units` with `--quick`) are
+    measured; `write(out)` writes the report and returns its path first."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true", help="the minute-long check of the same path")
+    ap.add_argument("--plan", action="store_true", help="print the units of work and stop")
+    ap.add_argument("--shard", default="0/1", help="i/n: run every n-th unit from the i-th")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes")
+    a = ap.parse_args(argv)
+    try:
+        i, n = (int(x) for x in a.shard.split("/"))
+        if not 0 <= i < n:
+            raise ValueError
+    except ValueError:
+        ap.error(f"argument --shard: want i/n with 0 <= i < n, got {a.shard!r}")
+    if a.jobs < 1:
+        ap.error(f"argument --jobs: want at least 1, got {a.jobs}")
+    units = quick_units if a.quick else units
+    if a.plan:
+        fields = ("d", "problem", "model", "kappa", "solver", "seeds")
+        for u in units:
+            print(json.dumps({f: u[f] for f in fields}))
+        print(f"{len(units)} units of work")
+        return
+    t0 = time.perf_counter()
+    store = Store(a.out)
+    store.note_command(sys.argv)
+    measure(units, store=store, shard=(i, n), log=sys.stderr, jobs=a.jobs)
+    left = sum(not store.done(u) for u in units)
+    if left:
+        print(f"{left} of {len(units)} units left (other shards); the report is written once all are done")
+        return
+    path = write(a.out)[0]
+    print(f"report: {path}   ({time.perf_counter() - t0:.0f} s)")
