@@ -469,12 +469,10 @@ def resize_states(st: _State, P: int) -> _State:
     """States of a batch re-padded to `P` rows, for instances whose `p <= P`: the constraints
     that enter or leave involve rows or columns `>= p`, so they are masked (margin 2, never a
     residual); nothing else in a state depends on `P`."""
-    if st.opt.M.ndim < 3:  # streamed: the margins are never held
+    M = st.opt.M
+    if M.ndim < 3:  # streamed: the margins are never held
         return st
-
-    def pad(M):
-        M = M[:, :P, :P]
-        more = P - M.shape[-1]
-        return jnp.pad(M, ((0, 0), (0, more), (0, more)), constant_values=2.0)
-
-    return eqx.tree_at(lambda s: s.opt.M, st, pad(st.opt.M))
+    M = M[:, :P, :P]
+    pad = P - M.shape[-1]
+    M = jnp.pad(M, ((0, 0), (0, pad), (0, pad)), constant_values=2.0)
+    return eqx.tree_at(lambda s: s.opt.M, st, M)
