@@ -263,8 +263,9 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     """All of a batch's decisions in one compacting run: when a seed's decision finishes it is
     certified (`conclude`) and the seed's next `p` starts in its slot at once, so the batch stays
     full instead of every round waiting for its slowest decision. A decision starts from `W = 0`,
-    or with `cfg.warm_start` (full rank) from the best multiple of the seed's last storable
-    memory (`best_multiple`; benchmarks/README.md, "Warm starts"). The constraints are padded to the
+    or with `cfg.warm_start` from the best multiple of the seed's last storable memory
+    (`best_multiple`; benchmarks/README.md, "Warm starts"; for rank `m`, the second start of the
+    rank phase). The constraints are padded to the
     multiple of `plan.pad` that the running proposals need, up or down (a seed's sequence of
     `p`, hence its decisions, is that of a round-by-round search). Where a step is cheap
     (`_SMALL_WORK`) a compilation costs more than the steps it saves: there the batch is neither

@@ -94,6 +94,8 @@ class DecideConfig(eqx.Module):
       multiple of its last storable memory (`best_multiple`), not from `W = 0`. Off by default:
       it saved 1 to 2% of the iterations in searches at d = 48 and 64 (benchmarks/README.md,
       "Warm starts"), where the costly decisions are the unstorable ones near the threshold.
+      A rank-`m` decision keeps its full-rank phase cold and uses the seed's last rank-`m` memory
+      as a second start of its rank phase, once the first has stalled.
     """
 
     tol: float = 1e-5
