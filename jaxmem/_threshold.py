@@ -270,8 +270,9 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     `p`, hence its decisions, is that of a round-by-round search). Where a step is cheap
     (`_SMALL_WORK`) a compilation costs more than the steps it saves: there the batch is neither
     compacted nor re-padded down, so each padding compiles one program. A batch that holds its DP
-    candidates (`DeciderParts.holds`) is never compacted either, and certifies its finished
-    instances `_HELD_GROUP` at a time."""
+    candidates (`DeciderParts.holds`) runs whole until its running instances fit a smaller bucket
+    (a quarter of it at most), which then copies only their candidates at every chunk, and it
+    certifies its finished instances `_HELD_GROUP` at a time."""
     n, P_all, d = tasks.inputs.shape
     plan = search.plan
     current = search.propose(np.arange(n))
@@ -289,8 +290,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         )
 
     solver, inst = build(P)
-    # a batch that holds its candidates runs whole (compacting would copy them at every chunk);
-    # one that does not never starts holding them
+    # a batch that does not hold its candidates never starts holding them
     held = parts.holds(inst)
     shown = [time.perf_counter()]
     big = lambda P: P * P * d * (1 if tasks.shared else 4) >= _SMALL_WORK
@@ -354,9 +354,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         st = scatter(st, idx, fresh)
         return inst, st, again
 
-    run_ensemble(
-        solver, inst, chunk=parts.chunk, refill=refill, compact=compact and not held, base=_BUCKET_BASE
-    )
+    run_ensemble(solver, inst, chunk=parts.chunk, refill=refill, compact=compact, base=_BUCKET_BASE)
 
 
 def _adam_search(tasks, search: Brackets, *, rank, decide_cfg, adam_cfg, log, t0) -> None:

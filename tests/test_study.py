@@ -162,6 +162,19 @@ def _synthetic(d, problem, p_stars):
     return [dict(config=cfg, seed=s, p_star=int(p)) for s, p in enumerate(p_stars)]
 
 
+def test_a_scaling_point_may_set_its_own_group_and_bad_points_are_refused():
+    """`(d, seeds, group)` splits that point's seeds into groups of its own; the others keep the
+    spec's `group`. Malformed points raise `ValueError` naming the field."""
+    from jaxmem.study import scaling_points, ScalingSpec
+
+    units = scaling_points(ScalingSpec(op=((8, 16),), dp=((8, 10, 4),), group=8))
+    seeds = {p: [u["seeds"] for u in units if u["problem"] == p] for p in ("op", "dp")}
+    assert seeds == {"op": [[0, 8], [8, 16]], "dp": [[0, 4], [4, 8], [8, 10]]}
+    for bad in (((8,),), ((8, 16, 4, 1),), ((8, 16, 0),), "8"):
+        with pytest.raises(ValueError, match="dp"):
+            ScalingSpec(op=((8, 16),), dp=bad)
+
+
 def test_scaling_gaps_are_differences_of_medians_with_the_theory_at_the_same_p():
     from jaxmem._tasks import alpha_of
     from jaxmem.study import gap_samples

@@ -8,9 +8,10 @@ import jax.numpy as jnp
 import jaxmem as jm
 import numpy as np
 import pytest
-from jaxmem import search_thresholds, SearchPlan
+from jaxmem import _threshold, search_thresholds, SearchPlan
 from jaxmem.solvers import (
     _dispatch,
+    _runner,
     _working_set,
     batch_constraints,
     decide,
@@ -298,6 +299,17 @@ def test_a_search_that_holds_its_candidates_decides_as_one_that_generates_them(m
     np.testing.assert_array_equal(holding.lo, generating.lo)
     ps = lambda t: [[x[0] for x in dec] for dec in t.decisions]
     assert ps(holding) == ps(generating)
+    # where steps are costly the held batch compacts once its running instances fit a smaller
+    # bucket (here: one of four), and decides the same
+    monkeypatch.setattr(_working_set, "HOLD_BYTES", 2**30)
+    monkeypatch.setattr(_threshold, "_SMALL_WORK", 0)
+    sizes, chunk = [], _runner._chunk
+    monkeypatch.setattr(_runner, "_chunk", lambda *a: sizes.append((a[4].size, a[6])) or chunk(*a))
+    compacting = search_thresholds(tasks, plan=plan, decide_config=cfg)
+    # (a gathered bucket of one runs as (1, False); a continuation of a sub-batch runs whole)
+    assert held[-1] and (1, False) in sizes and (seeds, True) in sizes, sorted(set(sizes))
+    np.testing.assert_array_equal(compacting.lo, holding.lo)
+    assert ps(compacting) == ps(holding)
 
 
 def test_the_float64_certificate_of_held_candidates_is_that_of_generated_ones():

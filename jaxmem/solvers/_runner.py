@@ -168,11 +168,13 @@ def run_ensemble(
     active = np.flatnonzero(~fin)
     work = 0
     while active.size:
-        rows = active if compact else np.arange(n)
-        size = -(-(bucket(rows.size, n, base) if compact else n) // n_dev) * n_dev
+        size = -(-(bucket(active.size, n, base) if compact else n) // n_dev) * n_dev
+        # a bucket as large as the batch runs the batch in place, finished members frozen: a
+        # gather would copy every array of the batch at every chunk and save no step
+        whole = size == n
+        rows = active if compact and not whole else np.arange(n)
         idx = np.concatenate([rows, np.full(size - rows.size, rows[-1])])
         length = int(min(chunk, left[active].max()))
-        whole = size == n and not compact
         state, fin_part, left_part = _chunk(
             solver, mesh, instances, state, jnp.asarray(idx), jnp.asarray(length, jnp.int32), whole
         )

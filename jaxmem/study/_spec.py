@@ -40,6 +40,23 @@ def _pairs(name, value):
     return out
 
 
+def _points(name, value, group):
+    """`(d, seeds, group)` of each point of a `ScalingSpec`, `group` filled in where absent."""
+    try:
+        out = tuple((int(t[0]), int(t[1]), int(t[2]) if len(t) == 3 else group) for t in value)
+        if any(len(t) not in (2, 3) for t in value):
+            raise ValueError
+    except (TypeError, ValueError, IndexError):
+        raise InvalidArgument(
+            f"{name} must be pairs (d, seeds) or triples (d, seeds, group), got {value!r}"
+        ) from None
+    for d, n, g in out:
+        check_int(f"{name} d", d, 2)
+        check_int(f"{name} seeds", n, 1)
+        check_int(f"{name} group", g, 1)
+    return out
+
+
 class StudySpec(eqx.Module):
     """What a study measures.
 
@@ -163,8 +180,10 @@ class ScalingSpec(eqx.Module):
 
     **Arguments:**
 
-    - `op`, `dp`: `(d, seeds)` pairs: the certified full-rank points of each problem.
-    - `group`: seeds per unit of work.
+    - `op`, `dp`: the certified full-rank points of each problem, as `(d, seeds)`, or
+      `(d, seeds, group)` where a point needs its own group size (the DP's held candidates,
+      `p^2 d` floats per seed, must fit `HOLD_BYTES` for a whole group).
+    - `group`: seeds per unit of work where a point does not say.
     """
 
     op: tuple
@@ -172,9 +191,9 @@ class ScalingSpec(eqx.Module):
     group: int = 16
 
     def __check_init__(self):
-        _pairs("op", self.op)
-        _pairs("dp", self.dp)
         check_int("group", self.group, 1)
+        _points("op", self.op, self.group)
+        _points("dp", self.dp, self.group)
 
 
 # The CPU scaling study (93 min on the 2-core machine: 65 for the points to the DP at d = 64 and
@@ -185,7 +204,7 @@ class ScalingSpec(eqx.Module):
 # d = 96 27 minutes.
 SCALING = ScalingSpec(
     op=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32)),
-    dp=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32)),
+    dp=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32, 4)),
 )
 
 # The same path in about a minute (tests, and `scripts/scaling.py --quick`).
@@ -262,10 +281,11 @@ def rank_points(spec: RankSpec) -> list[dict]:
 def scaling_points(spec: ScalingSpec) -> list[dict]:
     """The units of work of a scaling study, by `d` and then problem (a partial run has the
     small `d` of both problems first)."""
-    pts = [(d, "op", n) for d, n in spec.op] + [(d, "dp", n) for d, n in spec.dp]
+    pts = [(t, "op") for t in _points("op", spec.op, spec.group)]
+    pts += [(t, "dp") for t in _points("dp", spec.dp, spec.group)]
     units = []
-    for d, problem, n in sorted(pts, key=lambda t: (t[0], t[1] == "dp")):
-        units += point_configs(d=d, problem=problem, seeds=n, group=spec.group)
+    for (d, n, g), problem in sorted(pts, key=lambda t: (t[0][0], t[1] == "dp")):
+        units += point_configs(d=d, problem=problem, seeds=n, group=g)
     return units
 
 
