@@ -1,7 +1,7 @@
 """The scaling study: certified capacities of the OP and the DP against `d`, and whether their
 difference (and each one's difference from the theory) shrinks as `d` grows.
 
-    python scripts/scaling.py --out runs/scaling            # jaxmem.study.SCALING (about 95 min, 2 cores)
+    python scripts/scaling.py --out runs/scaling            # jaxmem.study.SCALING (about 170 min, 2 cores)
     python scripts/scaling.py --quick --out /tmp/scaling    # the same path in about a minute
     python scripts/scaling.py --out runs/scaling --plan     # its units of work, for a SLURM array
     python scripts/scaling.py --out runs/scaling --shard 3/8   # one task of such an array

@@ -70,8 +70,9 @@ class DeciderParts(eqx.Module):
     and `name` says which one it is.
 
     A working-set batch may hold its DP candidates in memory (`hold_candidates`); then
-    `holds(inst)` is true, the batch is run whole and its finished instances are certified a few
-    at a time (a compacting runner, or a gather of many, would copy the candidates), and
+    `holds(inst)` is true, the batch is run whole until its running instances fit a quarter of
+    it, and its finished instances are certified a few at a time (a gather copies the candidates
+    of the instances it takes), and
     `drop(inst)` frees them before the batch is built again at another padding."""
 
     name: str

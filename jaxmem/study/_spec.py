@@ -196,12 +196,13 @@ class ScalingSpec(eqx.Module):
         _points("dp", self.dp, self.group)
 
 
-# The CPU scaling study (93 min on the 2-core machine: 65 for the points to the DP at d = 64 and
-# the OP at 128, 28 more for the DP at d = 96; README, "Measured: OP against DP at scale").
-# Seeds: 64 where a point takes minutes (95% CIs of OP - DP about 0.01 wide from d = 48; at
-# d = 16 and 24 one step of p is 0.02 and 0.014 in alpha, so no number of seeds narrows the CI
-# below it); 32 at d = 96 and 128, where the OP's point took 14 and 24 minutes and the DP's at
-# d = 96 27 minutes.
+# The CPU scaling study (170 min on the 2-core machine: 65 for the points to the DP at d = 64 and
+# the OP at 128, 28 more for the DP at d = 96, 77 for the DP at d = 128; README, "Measured: OP
+# against DP at scale"). Seeds: 64 where a point takes minutes (95% CIs of OP - DP about 0.01
+# wide from d = 48; at d = 16 and 24 one step of p is 0.02 and 0.014 in alpha, so no number of
+# seeds narrows the CI below it); 32 at d = 96 and 128, where the OP's point took 14 and 24
+# minutes and the DP's 27 and 76. The DP at d = 128 runs in groups of 4 seeds, whose candidates
+# (7.3 GB) are held in memory; 16 seeds' (29 GB) would be generated at every pass.
 SCALING = ScalingSpec(
     op=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32)),
     dp=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32, 4)),
@@ -251,10 +252,10 @@ class RankSpec(eqx.Module):
         check_int("group", self.group, 1)
 
 
-# The CPU rank study (`scripts/rank.py`; README, "Measured: rank-constrained memories"). Seeds: 32
-# per point, for 95% CIs of the lower bounds at most 0.03 wide. Not d = 48: one 16-seed rank-m unit
-# there ran for more than 16 minutes without finishing.
-RANK = RankSpec(points=((32, (0.25, 0.5, 0.75), 32),), adam=((32, 16),))
+# The CPU rank study (`scripts/rank.py`; README, "Measured: rank-constrained memories"). Seeds: 48
+# per point: with 32 the DP's CI at kappa = 0.5 was 0.036 wide, the others at most 0.030. Not
+# d = 48: one 16-seed rank-m unit there ran for more than 16 minutes without finishing.
+RANK = RankSpec(points=((32, (0.25, 0.5, 0.75), 48),), adam=((32, 16),))
 
 # The same path in under a minute (tests, and `scripts/rank.py --quick`).
 RANK_QUICK = RankSpec(points=((8, (0.5,), 8),), adam=((8, 4),), steps=500)
