@@ -42,8 +42,9 @@ from .solvers._runner import bucket, gather, init_states, run_ensemble, scatter
 
 
 # A certified search whose steps cost less than this (P^2 d per instance, 4x for the DP's
-# per-input candidates) compiles one batch size: on the 2-core CPU a compilation there costs more
-# than the steps compaction saves (measured on the demo's units: d <= 32 OP, d <= 24 DP).
+# per-input candidates, 4x again for a rank-m decision, whose bilinear steps run up to
+# `rank_max_iter`) compiles one batch size: on the 2-core CPU a compilation there costs more than
+# the steps compaction saves (measured on the demo's units: d <= 32 OP, d <= 24 DP).
 _SMALL_WORK = 4e6
 
 
@@ -293,7 +294,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     # a batch that does not hold its candidates never starts holding them
     held = parts.holds(inst)
     shown = [time.perf_counter()]
-    big = lambda P: P * P * d * (1 if tasks.shared else 4) >= _SMALL_WORK
+    big = lambda P: P * P * d * (1 if tasks.shared else 4) * (1 if rank is None else 4) >= _SMALL_WORK
     compact = big(P)
 
     def padded(idx, compacted=compact):
