@@ -43,8 +43,9 @@ from .solvers._runner import bucket, gather, init_states, run_ensemble, scatter
 
 # A certified search whose steps cost less than this (P^2 d per instance, 4x for the DP's
 # per-input candidates, 4x again for a rank-m decision, whose bilinear steps run up to
-# `rank_max_iter`) compiles one batch size: on the 2-core CPU a compilation there costs more than
-# the steps compaction saves (measured on the demo's units: d <= 32 OP, d <= 24 DP).
+# `rank_max_iter`: a d = 32 rank-m unit took 79 s compacting, 493 s whole) compiles one batch
+# size: on the 2-core CPU a compilation there costs more than the steps compaction saves
+# (measured on the demo's units: d <= 32 OP, d <= 24 DP).
 _SMALL_WORK = 4e6
 
 

@@ -2,7 +2,7 @@
 rank `m = kappa d`, against the theory's `alpha_c(p, kappa)`, with Adam on the same model and the
 full-rank thresholds that bound each seed's uncertified gap.
 
-    python scripts/rank.py --out runs/rank            # jaxmem.study.RANK (2-core CPU)
+    python scripts/rank.py --out runs/rank            # jaxmem.study.RANK (26 min, --jobs 2, 2 cores)
     python scripts/rank.py --quick --out /tmp/rank    # the same path in under a minute
     python scripts/rank.py --out runs/rank --plan     # its units of work, for a SLURM array
     python scripts/rank.py --out runs/rank --shard 3/8   # one task of such an array

@@ -41,20 +41,19 @@ def _pairs(name, value):
 
 
 def _points(name, value, group):
-    """`(d, seeds, group)` of each point of a `ScalingSpec`, `group` filled in where absent."""
+    """`(d, seeds, group)` of each point of a `ScalingSpec`: `(d, seeds)` pairs (`_pairs`), each
+    with an optional third entry, its group (default `group`)."""
     try:
-        out = tuple((int(t[0]), int(t[1]), int(t[2]) if len(t) == 3 else group) for t in value)
-        if any(len(t) not in (2, 3) for t in value):
+        items = [tuple(t) for t in value]
+        if any(len(t) not in (2, 3) for t in items):
             raise ValueError
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError):
         raise InvalidArgument(
             f"{name} must be pairs (d, seeds) or triples (d, seeds, group), got {value!r}"
         ) from None
-    for d, n, g in out:
-        check_int(f"{name} d", d, 2)
-        check_int(f"{name} seeds", n, 1)
-        check_int(f"{name} group", g, 1)
-    return out
+    pairs = _pairs(name, [t[:2] for t in items])
+    groups = [check_int(f"{name} group", t[2] if len(t) == 3 else group, 1) for t in items]
+    return tuple((d, n, g) for (d, n), g in zip(pairs, groups))
 
 
 class StudySpec(eqx.Module):
