@@ -142,6 +142,38 @@ def test_thresholds_are_monotone_and_found_by_the_search(problem):
         assert stored[s][ps <= th.lo[s]].all() and not stored[s][ps >= th.hi[s]].any()
 
 
+def test_a_search_at_a_coarser_resolution_brackets_the_exact_threshold():
+    """`resolution = r` stops a seed once `hi - lo <= r`: fewer decisions, on the same path of
+    `p`, and a bracket that holds the threshold the exact search finds."""
+    tasks = jm.make_tasks(jax.random.key(0), n=8, d=12, p=80, problem="op")
+    exact = search_thresholds(tasks, plan=SearchPlan(p0=30, p_max=80))
+    coarse = search_thresholds(tasks, plan=SearchPlan(p0=30, p_max=80, resolution=3))
+    assert exact.exact.all() and not coarse.undecided.any()
+    assert np.all(coarse.hi - coarse.lo <= 3) and not coarse.exact.all()
+    assert np.all((coarse.lo <= exact.lo) & (exact.lo <= coarse.hi - 1))
+    for a, b in zip(exact.decisions, coarse.decisions):
+        assert a[: len(b)] == b  # the exact search's first decisions, and no more
+    assert sum(map(len, coarse.decisions)) < sum(map(len, exact.decisions))
+
+
+def test_the_default_plan_resolves_the_load_to_a_thousandth():
+    """Exact thresholds up to d = 128 (one step of `p` there is more than half of 1e-3 in
+    `alpha`); above, the largest bracket whose loads differ by at most 1e-3. A plan's record
+    names `resolution` only where it is not 1."""
+    from jaxmem._tasks import alpha_of
+    from jaxmem._threshold import default_plan, RESOLUTION
+
+    for d in (16, 48, 128):
+        assert default_plan(d).resolution == 1 and "resolution" not in default_plan(d).fields()
+    for d, r in ((192, 4), (256, 6)):
+        plan = default_plan(d)
+        assert plan.resolution == r and plan.fields()["resolution"] == r
+        width = lambda k: alpha_of(d, plan.p0 + k) - alpha_of(d, plan.p0)
+        assert width(r) <= RESOLUTION < width(r + 1)
+    with pytest.raises(ValueError, match="resolution"):
+        SearchPlan(p0=10, p_max=20, resolution=0)
+
+
 def test_vmapped_decisions_equal_single_runs():
     from jaxmem.solvers import batch_constraints, decide_constraints
 

@@ -159,7 +159,7 @@ def _synthetic(d, problem, p_stars):
     cfg = dict(
         d=d, problem=problem, model="full", kappa=1.0, solver="certified", embedding="gaussian", seed0=0
     )
-    return [dict(config=cfg, seed=s, p_star=int(p)) for s, p in enumerate(p_stars)]
+    return [dict(config=cfg, seed=s, p_star=int(p), p_hi=int(p) + 1) for s, p in enumerate(p_stars)]
 
 
 def test_a_scaling_point_may_set_its_own_group_and_bad_points_are_refused():
@@ -173,6 +173,20 @@ def test_a_scaling_point_may_set_its_own_group_and_bad_points_are_refused():
     for bad in (((8,),), ((8, 16, 4, 1),), ((8, 16, 0),), "8"):
         with pytest.raises(ValueError, match="dp"):
             ScalingSpec(op=((8, 16),), dp=bad)
+
+
+def test_a_point_may_set_its_resolution_and_an_exact_plan_keeps_its_identity():
+    from jaxmem.study import point_configs
+
+    exact = point_configs(d=8, problem="op", seeds=2)[0]
+    assert (
+        "resolution" not in exact["plan"]
+        and point_configs(d=8, problem="op", seeds=2, resolution=1)[0] == exact
+    )
+    assert point_configs(d=8, problem="op", seeds=2, resolution=3)[0]["plan"]["resolution"] == 3
+    assert point_configs(d=192, problem="op", seeds=2)[0]["plan"]["resolution"] == 4
+    with pytest.raises(ValueError, match="resolution"):
+        point_configs(d=8, problem="op", seeds=2, resolution=0)
 
 
 def test_scaling_gaps_are_differences_of_medians_with_the_theory_at_the_same_p():
@@ -190,11 +204,60 @@ def test_scaling_gaps_are_differences_of_medians_with_the_theory_at_the_same_p()
     # each bootstrap sample: the theory at its own median (the function's draws), plus the
     # theory's Monte Carlo error (about 1.5e-3)
     med = np.median(np.random.default_rng(0).choice(op, (200, op.size)), axis=1)
-    resid = boot - np.array([alpha_of(64, x) - float(th.alpha_c(float(x))) for x in med])
+    assert boot.shape == (2, 200) and np.array_equal(boot[0], boot[1])  # exact: both ends alike
+    resid = boot[0] - np.array([alpha_of(64, x) - float(th.alpha_c(float(x))) for x in med])
     from jaxmem.theory._capacity import DEFAULT_SE as se
 
     assert abs(resid.mean()) < 4 * se / np.sqrt(200) and 0.5 < resid.std() / se < 1.2
     assert gap_samples(_synthetic(64, "op", [500]), 64, "op-theory", rng) is None
+
+
+def test_bracketed_thresholds_widen_every_interval_around_the_exact_one():
+    """Seeds whose thresholds are only bracketed (a search at `resolution > 1`) enter each end of
+    a CI with the end of their bracket: with the same resamples, the CIs of the capacity, of
+    OP - DP and OP - theory, and of a trend contain those of the exact thresholds inside the
+    brackets, and equal them where every bracket is closed."""
+    from jaxmem import median_capacity
+    from jaxmem.study import compare, gap_samples, gap_trend
+    from jaxmem.study._analysis import _ci_verdict
+
+    rng = np.random.default_rng(2)
+    exact = {
+        (d, pr): rng.integers(base - 20, base + 20, 33) + (4 if pr == "op" else 0)
+        for d, base in ((64, 520), (96, 1120))
+        for pr in ("op", "dp")
+    }
+
+    def recs(widen):
+        out = []
+        for (d, pr), ps in exact.items():
+            for r, p in zip(_synthetic(d, pr, ps), ps):
+                below, above = (rng.integers(0, 4), rng.integers(0, 4)) if widen else (0, 0)
+                lo, hi = int(p - below), int(p + above + 1)
+                out.append(dict(r, p_star=lo, p_hi=hi))
+        return out
+
+    sharp, wide = recs(False), recs(True)
+    contains = lambda a, b: a["ci_low"] <= b["ci_low"] and b["ci_high"] <= a["ci_high"]
+    for gap in ("op-dp", "op-theory"):
+        a, b = (
+            _ci_verdict(*gap_samples(x, 96, gap, np.random.default_rng(0), 300), "", "", 33)
+            for x in (wide, sharp)
+        )
+        assert contains(a, b) and a["ci_high"] - a["ci_low"] > b["ci_high"] - b["ci_low"]
+        t_wide, t_sharp = (gap_trend(x, gap, 64, 96, n_boot=300) for x in (wide, sharp))
+        assert contains(t_wide, t_sharp)
+    cmp = [compare(x, {"problem": "op"}, {"problem": "dp"}, n_boot=300)[0] for x in (wide, sharp)]
+    assert contains(*cmp)
+    for d, pr in exact:
+        a, b = (
+            median_capacity([r["p_star"] for r in x if sel(r)], [r["p_hi"] for r in x if sel(r)], d)
+            for x in (wide, sharp)
+            for sel in [lambda r: (r["config"]["d"], r["config"]["problem"]) == (d, pr)]
+        )
+        assert contains(a, b)
+    again = compare(sharp, {"problem": "op"}, {"problem": "dp"}, n_boot=300)[0]
+    assert again == cmp[1]
 
 
 def test_the_scaling_trend_verdict_is_what_its_ci_decides():

@@ -121,7 +121,14 @@ def _measurement_points(a) -> list[dict]:
     dcfg = DecideConfig(tol=a.tol, decider=a.decider, warm_start=a.warm_start)
     acfg = TrainConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale, accuracy=a.criterion)
     units = []
-    common = dict(seeds=a.seeds, seed0=a.seed0, group=a.group, embedding=a.embedding, decide_config=dcfg)
+    common = dict(
+        seeds=a.seeds,
+        seed0=a.seed0,
+        group=a.group,
+        embedding=a.embedding,
+        decide_config=dcfg,
+        resolution=a.resolution,
+    )
     for d in a.d:
         for problem in a.problem:
             if a.model == "factored" and "certified" in a.solver:
@@ -331,6 +338,13 @@ def add_commands(sub) -> None:
         action="store_true",
         help="start each certified decision from the best multiple of the seed's last storable memory",
     )
+    c.add_argument(
+        "--resolution",
+        type=integer(1),
+        default=None,
+        help="stop a seed's search once its bracket holds this many values of p (1: exact; default: "
+        "the largest within 1e-3 in alpha, 1 up to d = 128)",
+    )
     c.add_argument("--steps", type=integer(0), default=5000, help="Adam step budget")
     c.add_argument("--lr", type=real(0.0, low_open=True), default=3e-2, help="Adam learning rate")
     c.add_argument("--init-scale", type=real(0.0, low_open=True), default=1e-3)
@@ -356,6 +370,7 @@ def add_commands(sub) -> None:
         "embedding",
         "tol",
         "decider",
+        "resolution",
         "steps",
         "lr",
         "init_scale",

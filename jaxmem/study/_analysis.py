@@ -74,10 +74,38 @@ def _sortable(cfg: dict) -> tuple:
     return (cfg["d"], cfg["problem"], cfg["model"], cfg["kappa"], cfg["solver"], point_key(cfg))
 
 
-def bootstrap_median_alpha(p_star, d, rng, n_boot=2000):
-    p_star = np.asarray(p_star, float)
-    med = np.median(rng.choice(p_star, (n_boot, p_star.size)), axis=1)
-    return alpha_of(d, med)
+def brackets(recs) -> np.ndarray:
+    """`(2, n)`: each seed's threshold bracket, `p_star` and `p_hi - 1` (equal where the search
+    found it exactly; a censored seed, known only to be at least `p_star`, enters at `p_star`)."""
+    lo = np.array([r["p_star"] for r in recs], float)
+    top = np.array([r["p_star"] if _censored(r) else r["p_hi"] - 1 for r in recs], float)
+    return np.stack([lo, top])
+
+
+def bootstrap_median_p(x, rng, n_boot=2000) -> np.ndarray:
+    """`(2, n_boot)`: the medians of `n_boot` resamples of the seeds of a `brackets` array, at
+    both ends of the brackets (a seed is drawn with its whole bracket, so each resample's median
+    threshold lies between its two medians)."""
+    idx = rng.choice(x.shape[1], (n_boot, x.shape[1]))
+    return np.median(x[:, idx], axis=2)
+
+
+# Bootstrap samples of a quantity known only within brackets are `(2, n_boot)` arrays: row 0 its
+# least value in each resample, row 1 its greatest. Exact thresholds give two equal rows.
+def _minus(a, b):
+    return np.stack([a[0] - b[1], a[1] - b[0]])
+
+
+def _plus(a, b):
+    return a + b
+
+
+def _signed(s, x):
+    return x if s >= 0 else -x[::-1]
+
+
+def _above(x) -> bool:
+    return bool(np.percentile(x[0], 2.5) > 0)
 
 
 def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -> list[dict]:
@@ -216,13 +244,14 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
         if len(pa) < 2 or len(pb) < 2:
             continue
         d, emb = cfg[k]["d"], cfg[k]["embedding"]
-        xa = np.array([r["p_star"] for r in pa.values()])
-        xb = np.array([r["p_star"] for r in pb.values()])
-        diff = alpha_of(d, np.median(xa)) - alpha_of(d, np.median(xb))
-        boot = bootstrap_median_alpha(xa, d, rng, n_boot) - bootstrap_median_alpha(xb, d, rng, n_boot)
-        lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
+        xa, xb = brackets(pa.values()), brackets(pb.values())
+        diff = alpha_of(d, np.median(xa[0])) - alpha_of(d, np.median(xb[0]))
+        boot = _minus(
+            alpha_of(d, bootstrap_median_p(xa, rng, n_boot)), alpha_of(d, bootstrap_median_p(xb, rng, n_boot))
+        )
+        lo, hi = float(np.percentile(boot[0], 2.5)), float(np.percentile(boot[1], 97.5))
         verdict = "differ" if lo > 0 or hi < 0 else "undecided"
-        n = min(len(xa), len(xb))
+        n = min(xa.shape[1], xb.shape[1])
         differ = {k for k in _differing(at_d[d, emb]) if k not in drop and k not in _HOW}
         out.append(
             dict(
@@ -232,7 +261,7 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
                 ci_low=lo,
                 ci_high=hi,
                 verdict=verdict,
-                seeds=[len(xa), len(xb)],
+                seeds=[xa.shape[1], xb.shape[1]],
                 seeds_to_decide=_seeds_to_decide(diff, lo, hi, n),
                 setup=", ".join(f"{f} {flat_settings(cfg[k]).get(f)}" for f in sorted(differ)),
             )
@@ -570,9 +599,10 @@ def verdict(lo, hi, value, what, lower_bound: bool = False):
 
 
 def _certified_p_stars(records, d, problem):
-    """The certified full-rank thresholds `p*` at `d` (Gaussian embeddings), in seed order."""
+    """The certified full-rank thresholds at `d` (Gaussian embeddings) as `brackets`, in seed
+    order."""
     recs = select(records, d=d, problem=problem, **CERTIFIED_FULL)
-    return np.array([r["p_star"] for r in sorted(recs, key=lambda r: (r["config"]["seed0"], r["seed"]))])
+    return brackets(sorted(recs, key=lambda r: (r["config"]["seed0"], r["seed"])))
 
 
 # the differences the scaling study measures, (minuend, subtrahend); "theory" is Gardner's
@@ -592,33 +622,37 @@ def _theory_at(ps):
 
 
 def gap_samples(records, d, gap, rng, n_boot=2000):
-    """One difference of `GAPS` at `d`: its estimate (from the medians) and `n_boot` bootstrap
-    samples (seeds resampled independently per problem). A theory term is Gardner's
-    `alpha_c(p_c)` at the same bootstrap median `p_c` as the measured term, plus a normal draw of
-    its own Monte Carlo error, so the interval carries both.
+    """One difference of `GAPS` at `d`: its estimate (from the medians of `p_star`) and `n_boot`
+    bootstrap samples at both ends of the seeds' brackets (`(2, n_boot)`; seeds resampled
+    independently per problem). A theory term is Gardner's `alpha_c(p_c)` at the same bootstrap
+    median `p_c` as the measured term, plus a normal draw of its own Monte Carlo error, so the
+    interval carries both (`alpha(p) - alpha_c(p)` grows with `p`, so the bracket's ends stay
+    its ends).
 
     **Returns:** `(estimate, samples)`, or `None` where a side has fewer than 2 seeds."""
     a, b = GAPS[gap]
     xa = _certified_p_stars(records, d, a)
-    if xa.size < 2:
+    if xa.shape[1] < 2:
         return None
-    med = np.median(rng.choice(xa, (n_boot, xa.size)), axis=1)
+    med = bootstrap_median_p(xa, rng, n_boot)
     if b == "theory":
-        est_p = np.median(xa)
-        theory, se = _theory_at(np.append(med, est_p))
+        est_p = np.median(xa[0])
+        theory, se = _theory_at(np.append(med.ravel(), est_p))
         noise = se * rng.standard_normal(n_boot)
-        return float(alpha_of(d, est_p) - theory[-1]), alpha_of(d, med) - theory[:-1] - noise
+        samples = alpha_of(d, med) - theory[:-1].reshape(med.shape) - noise
+        return float(alpha_of(d, est_p) - theory[-1]), samples
     xb = _certified_p_stars(records, d, b)
-    if xb.size < 2:
+    if xb.shape[1] < 2:
         return None
-    est = alpha_of(d, np.median(xa)) - alpha_of(d, np.median(xb))
-    return float(est), alpha_of(d, med) - bootstrap_median_alpha(xb, d, rng, n_boot)
+    est = alpha_of(d, np.median(xa[0])) - alpha_of(d, np.median(xb[0]))
+    return float(est), _minus(alpha_of(d, med), alpha_of(d, bootstrap_median_p(xb, rng, n_boot)))
 
 
 def _ci_verdict(est, samples, yes, no, n):
-    """The 95% percentile interval of `samples`, the verdict `yes` (interval above 0), `no`
-    (below) or undecided, and the seeds per side that would decide it (`_seeds_to_decide`)."""
-    lo, hi = (float(x) for x in np.percentile(samples, [2.5, 97.5]))
+    """The 95% percentile interval of `samples` (its low end from row 0, its high end from row
+    1), the verdict `yes` (interval above 0), `no` (below) or undecided, and the seeds per side
+    that would decide it (`_seeds_to_decide`)."""
+    lo, hi = float(np.percentile(samples[0], 2.5)), float(np.percentile(samples[1], 97.5))
     verdict = yes if lo > 0 else no if hi < 0 else "undecided"
     return dict(
         diff=est, ci_low=lo, ci_high=hi, verdict=verdict, seeds_to_decide=_seeds_to_decide(est, lo, hi, n)
@@ -640,16 +674,15 @@ def gap_trend(records, gap, d1, d2, *, seed=0, n_boot=2000) -> dict | None:
     one, two = gap_samples(records, d1, gap, rng, n_boot), gap_samples(records, d2, gap, rng, n_boot)
     if one is None or two is None:
         return None
-    above = lambda x: np.percentile(x, 2.5) > 0
-    decided = lambda g: above(g[1]) or above(-g[1])
+    decided = lambda g: _above(g[1]) or _above(_signed(-1, g[1]))
 
     def smaller(a, b):  # |b| < |a|, decided
         s = 1.0 if a[0] >= 0 else -1.0
-        return decided(a) and above(s * (a[1] - b[1])) and above(s * (a[1] + b[1]))
+        return decided(a) and _above(_signed(s, _minus(a[1], b[1]))) and _above(_signed(s, _plus(a[1], b[1])))
 
     s = 1.0 if one[0] >= 0 else -1.0
-    n = min(_certified_p_stars(records, d, p).size for d in (d1, d2) for p in GAPS[gap] if p != "theory")
-    out = _ci_verdict(s * (one[0] - two[0]), s * (one[1] - two[1]), "", "", n)
+    n = min(_certified_p_stars(records, d, p).shape[1] for d in (d1, d2) for p in GAPS[gap] if p != "theory")
+    out = _ci_verdict(s * (one[0] - two[0]), _signed(s, _minus(one[1], two[1])), "", "", n)
     out["verdict"] = (
         "shrinks" if smaller(one, two) else "does not shrink" if smaller(two, one) else "undecided"
     )

@@ -170,6 +170,19 @@ def write_scaling(out: str, *, band_samples: int = 16384) -> tuple[str, dict]:
             + f" | {secs(op) + secs(dp):.0f} |"
         )
     undecided = sum(r["undecided"] for t in table for r in (t["op"], t["dp"]) if r is not None)
+    bracketed = [
+        f"d = {t['d']} {r['problem'].upper()} ({r['seeds'] - r['exact']} of {r['seeds']} seeds, "
+        f"at most {r['settings']['plan'].get('resolution', 1)} values of p each)"
+        for t in table
+        for r in (t["op"], t["dp"])
+        if r is not None and r["seeds"] - r["exact"] - r["undecided"] - r["censored"] > 0
+    ]
+    if bracketed:
+        L += [
+            "",
+            "Thresholds resolved to a bracket (the search plan's `resolution`; each end of an interval "
+            "takes the brackets' ends on its own side): " + "; ".join(bracketed) + ".",
+        ]
     L += [
         "",
         f"Seeds whose search stopped at an undecided instance: {undecided}. "

@@ -11,6 +11,7 @@ every `p`, for every solver.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -60,9 +61,11 @@ def point_configs(
     decide_config: DecideConfig = DecideConfig(),
     adam_config: TrainConfig = TrainConfig(),
     plan: SearchPlan | None = None,
+    resolution: int | None = None,
 ) -> list[dict]:
     """The units of work (seed groups) of one measurement point, each a canonical config dict
-    (the identity of its record file). Validates every field."""
+    (the identity of its record file). Validates every field. `resolution`, where given,
+    replaces the plan's (`SearchPlan.resolution`; 1 finds every threshold exactly)."""
     d = check_int("d", d, 2)
     check_choice("problem", problem, ("op", "dp"))
     check_choice("model", model, THRESHOLD_MODELS)
@@ -88,7 +91,11 @@ def point_configs(
         if adam_config.accuracy != 1.0:
             # a partial criterion passes well above the all-stored capacity: search up to the
             # d^2 / 2 of Nichani, Lee and Bietti's bisection, bracketing by 10% steps
-            plan = SearchPlan(p0=plan.p0, p_max=max(plan.p_max, d * d // 2), step=1.1)
+            plan = SearchPlan(
+                p0=plan.p0, p_max=max(plan.p_max, d * d // 2), step=1.1, resolution=plan.resolution
+            )
+    if resolution is not None:
+        plan = dataclasses.replace(plan, resolution=check_int("resolution", resolution, 1))
     base = dict(
         kind=KIND,
         d=d,
@@ -98,7 +105,7 @@ def point_configs(
         solver=solver,
         seed0=seed0,
         embedding=embedding,
-        plan=dict(p0=plan.p0, p_max=plan.p_max, step=plan.step, pad=plan.pad),
+        plan=plan.fields(),
     )
     if solver != "hebbian":  # Adam's outcomes are verified with the decider's tol, stream, block
         decide = decide_fields(decide_config)
@@ -159,7 +166,7 @@ def _search_bracketing(cfg, plan, search, *, memory, log) -> tuple[Thresholds, i
         need = unit_bytes(d=cfg["d"], p=p_max, batch=again.size, memory=memory)
         if not again.size or plan.p_max >= limit or need > available_bytes():
             return th, plan.p_max
-        plan = SearchPlan(p0=plan.p0, p_max=p_max, step=plan.step, pad=plan.pad)
+        plan = dataclasses.replace(plan, p_max=p_max)
         if log is not None:
             print(f"  {again.size} seeds unbracketed: p_max raised to {plan.p_max}", file=log, flush=True)
         more = search(_tasks(cfg, s0 + again, plan.p_max), plan, th.lo[again])
