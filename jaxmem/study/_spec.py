@@ -203,7 +203,7 @@ class ScalingSpec(eqx.Module):
 # minutes and the DP's 27 and 76. The DP at d = 128 runs in groups of 4 seeds, whose candidates
 # (7.3 GB) are held in memory; 16 seeds' (29 GB) would be generated at every pass.
 SCALING = ScalingSpec(
-    op=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32), (192, 16)),
+    op=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32)),
     dp=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32, 4)),
 )
 
