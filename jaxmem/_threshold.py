@@ -478,7 +478,8 @@ def search_thresholds(
     log=None,
     start=None,
 ) -> Thresholds:
-    """Find every seed's threshold `p*` by bracketing and bisection.
+    """Find every seed's threshold `p*` by bracketing and bisection (until `hi - lo <=
+    plan.resolution`: exactly where it is 1).
 
     **Arguments:**
 
