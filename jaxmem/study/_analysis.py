@@ -96,10 +96,6 @@ def _minus(a, b):
     return np.stack([a[0] - b[1], a[1] - b[0]])
 
 
-def _plus(a, b):
-    return a + b
-
-
 def _signed(s, x):
     return x if s >= 0 else -x[::-1]
 
@@ -678,7 +674,7 @@ def gap_trend(records, gap, d1, d2, *, seed=0, n_boot=2000) -> dict | None:
 
     def smaller(a, b):  # |b| < |a|, decided
         s = 1.0 if a[0] >= 0 else -1.0
-        return decided(a) and _above(_signed(s, _minus(a[1], b[1]))) and _above(_signed(s, _plus(a[1], b[1])))
+        return decided(a) and _above(_signed(s, _minus(a[1], b[1]))) and _above(_signed(s, a[1] + b[1]))
 
     s = 1.0 if one[0] >= 0 else -1.0
     n = min(_certified_p_stars(records, d, p).shape[1] for d in (d1, d2) for p in GAPS[gap] if p != "theory")

@@ -170,12 +170,14 @@ def write_scaling(out: str, *, band_samples: int = 16384) -> tuple[str, dict]:
             + f" | {secs(op) + secs(dp):.0f} |"
         )
     undecided = sum(r["undecided"] for t in table for r in (t["op"], t["dp"]) if r is not None)
+    # seeds neither exact, undecided nor censored: stopped at the plan's resolution
+    within = lambda r: r["seeds"] - r["exact"] - r["undecided"] - r["censored"]
     bracketed = [
-        f"d = {t['d']} {r['problem'].upper()} ({r['seeds'] - r['exact']} of {r['seeds']} seeds, "
+        f"d = {t['d']} {r['problem'].upper()} ({within(r)} of {r['seeds']} seeds, "
         f"at most {r['settings']['plan'].get('resolution', 1)} values of p each)"
         for t in table
         for r in (t["op"], t["dp"])
-        if r is not None and r["seeds"] - r["exact"] - r["undecided"] - r["censored"] > 0
+        if r is not None and within(r) > 0
     ]
     if bracketed:
         L += [
