@@ -3,8 +3,10 @@ and vmapped over the same instances and timed alone (best of 3 after a warm-up),
 certificate of a finished batch (`verify_working_set`: the least margin over all constraints and
 the working set's multiplier bound). With `--pieces`, an inner iteration of one instance alone
 against its share of the batch's, the parts of an inner iteration timed alone (the L-BFGS
-direction, the margins of a direction, the adjoint, the L-BFGS update), and for the OP the
-margins formed by a gather from the targets instead of from the gathered candidates.
+direction, the margins of a direction, the adjoint, the L-BFGS update) for the batch and for
+one instance alone, the adjoint's last product also as a transpose and a matmul (`tmatmul`'s
+alternative), and for the OP the margins formed by a gather from the targets instead of from the
+gathered candidates.
 
     python benchmarks/working_set_step.py --d 128 --p 1850 --problem op --n 8
 """
@@ -17,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from _common import best_time, write
+from jax.lax import Precision
 from jaxmem import DecideConfig, make_tasks
 from jaxmem.solvers import (
     batch_constraints,
@@ -32,20 +35,32 @@ from jaxmem.solvers import (
 )
 
 
+HIGHEST = Precision.HIGHEST
+
+
 def pieces_ms(inst, st, problem):
     """Milliseconds of each part of an inner iteration, jitted and vmapped alone."""
     op = lambda i, s: working_set_operator(i.cons, s.C, s.valid)
 
     def gathered(i, s):
         # the OP's candidates are targets: the margins without the gathered (p, k, d) array
-        V = jnp.matmul(i.cons.task.inputs, s.opt.X.T, precision=jax.lax.Precision.HIGHEST)
+        V = jnp.matmul(i.cons.task.inputs, s.opt.X.T, precision=HIGHEST)
         U = i.cons.task.targets
         return jnp.sum(V * U, axis=1)[:, None] - jnp.sum(V[:, None, :] * U[s.J], axis=-1)
+
+    def transposed(i, s):
+        # the adjoint's last product as a transpose and a matmul, not one contraction (`tmatmul`)
+        R, U, E = s.opt.M, i.cons.task.targets, i.cons.task.inputs
+        X = R.sum(axis=1)[:, None] * U
+        for j in range(0, R.shape[1], 16):  # the library's blocks of 16 columns
+            X = X - jnp.sum(R[:, j : j + 16, None] * s.C[:, j : j + 16], axis=1)
+        return jnp.matmul(X.T, E, precision=HIGHEST)
 
     parts = dict(
         direction=lambda i, s: lbfgs_direction(s.opt),
         margins=lambda i, s: op(i, s).apply(s.opt.X),
         adjoint=lambda i, s: op(i, s).adjoint(s.opt.M),
+        transposed=transposed,
         update=lambda i, s: lbfgs_update(
             s.opt, 1.01 * s.opt.X, s.opt.M, 0.99 * s.opt.g, s.opt.rsum, s.opt.stored, 1.0
         ),
@@ -109,13 +124,15 @@ def main():
             f"inner iteration per instance: {ms['inner'] / a.n:.1f} ms in a batch of {a.n}, "
             f"{ms['inner_alone']:.1f} ms alone"
         )
-        ms.update(pieces_ms(inst, st, a.problem))
-        alt = f" (gathered from the targets: {ms['gathered']:.1f} ms)" if "gathered" in ms else ""
-        print(
-            f"pieces of an inner iteration: direction {ms['direction']:.1f} ms, margins of a "
-            f"direction {ms['margins']:.1f} ms{alt}, adjoint {ms['adjoint']:.1f} ms, L-BFGS update "
-            f"{ms['update']:.1f} ms"
-        )
+        for label, x in ((f"{a.n} instances", (inst, st)), ("one instance alone", one)):
+            got = pieces_ms(*x, a.problem)
+            ms.update({f"{k} ({label})": v for k, v in got.items()})
+            alt = f" (gathered from the targets: {got['gathered']:.1f} ms)" if "gathered" in got else ""
+            print(
+                f"pieces of an inner iteration, {label}: direction {got['direction']:.1f} ms, margins "
+                f"of a direction {got['margins']:.1f} ms{alt}, adjoint {got['adjoint']:.1f} ms (as a "
+                f"transpose and a matmul: {got['transposed']:.1f} ms), L-BFGS update {got['update']:.1f} ms"
+            )
     print("written", write(f"working_set_step_{a.problem}_{a.d}", dict(ms=ms, argv=sys.argv, k=a.k)))
 
 

@@ -24,7 +24,7 @@ from jaxtyping import Array, Bool, Float, Int
 from .._loss import use_stream
 from .._tasks import Task
 from .._validate import InvalidArgument
-from ._lbfgs import HIGHEST, Linear, Streamed
+from ._lbfgs import HIGHEST, Linear, Streamed, tmatmul
 
 
 class Constraints(eqx.Module):
@@ -74,9 +74,9 @@ class Constraints(eqx.Module):
         if self.decoupled:
             target = jnp.diagonal(self.candidates, axis1=0, axis2=1).T  # (P, d): c^(mu)_mu
             X = rs[:, None] * target - jnp.einsum("mr,mrd->md", R, self.candidates, precision=precision)
-            return jnp.matmul(X.T, self.inputs, precision=precision)
-        X = rs[:, None] * self.inputs - jnp.matmul(R.T, self.inputs, precision=precision)
-        return jnp.matmul(self.candidates.T, X, precision=precision)
+            return tmatmul(X, self.inputs, precision)
+        X = rs[:, None] * self.inputs - tmatmul(R, self.inputs, precision)
+        return tmatmul(self.candidates, X, precision)
 
     def rms_norm(self) -> Float[Array, ""]:
         """`a`: the root-mean-square `|A_{mu rho}|_F` over the real constraints."""
@@ -227,7 +227,7 @@ class StreamedConstraints(eqx.Module):
             (rsum, mmin), G = carry
             acc, rs = rc
             X = rs[:, None] * Up[rows] - acc
-            return (rsum, mmin), G + jnp.matmul(X.T, Ep[rows], precision=HIGHEST)
+            return (rsum, mmin), G + tmatmul(X, Ep[rows])
 
         def fn2(carry, rc, r, rows, cols, valid, scores, C):
             head, G = carry

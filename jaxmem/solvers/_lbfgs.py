@@ -22,6 +22,13 @@ from jaxtyping import Array, Bool, Int
 HIGHEST = lax.Precision.HIGHEST
 
 
+def tmatmul(X, Y, precision=HIGHEST):
+    """`X^T Y`, contracting the leading axes: one `dot_general`, not a transpose and a matmul,
+    which XLA's CPU backend ran up to 20 times slower under `vmap` over a single instance when
+    `X` is computed in the same program (`benchmarks/README.md`, "A batch of one")."""
+    return jnp.einsum("pi,pj->ij", X, Y, precision=precision)
+
+
 class LBFGS(eqx.Module):
     X: Array
     M: Array  # margins of X (a placeholder scalar when streamed: never formed)
@@ -328,7 +335,7 @@ class Bilinear(AbstractMarginOperator):
     def _grad(self, X, res):
         G = -2.0 * self.adjoint(res)
         Q, R = X[0], X[1]
-        gR = jnp.where(self.free_r, jnp.matmul(G.T, Q, precision=HIGHEST), 0.0)
+        gR = jnp.where(self.free_r, tmatmul(G, Q), 0.0)
         return jnp.stack([jnp.matmul(G, R, precision=HIGHEST), gR])
 
     def init(self, X, memory: int) -> LBFGS:

@@ -66,7 +66,7 @@ from ._decide import (
     UNDECIDED,
     UNSTORABLE,
 )
-from ._lbfgs import LBFGS, Linear, margin_bound
+from ._lbfgs import LBFGS, Linear, margin_bound, tmatmul
 from ._runner import AbstractEnsembleSolver, run_ensemble
 
 
@@ -129,7 +129,7 @@ def working_set_operator(cons: StreamedConstraints, C, valid) -> Linear:
 
     def adjoint(R):
         X = R.sum(axis=1)[:, None] * U - _weighted_sum(R, C)
-        return jnp.matmul(X.T, E, precision=HIGHEST)
+        return tmatmul(X, E)
 
     return Linear(apply, adjoint, valid)
 
@@ -298,7 +298,7 @@ class WorkingSetDecider(AbstractEnsembleSolver):
         cold = jnp.all(W0 == 0)
         # from W = 0 every margin is 0: the first working set is that of the Hebbian memory
         real = (jnp.arange(cons.task.p) < cons.p)[:, None]
-        hebb = jnp.matmul((cons.task.targets * real).T, cons.task.inputs, precision=HIGHEST)
+        hebb = tmatmul(cons.task.targets * real, cons.task.inputs)
         mmin, J, _, _ = outer_pass(cons, jnp.where(cold, hebb, W0), self.k)
         C, valid = _gather(cons, J)
         op = working_set_operator(cons, C, valid)
