@@ -376,7 +376,9 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         st = scatter(st, idx, fresh)
         return inst, st, again
 
-    run_ensemble(solver, inst, chunk=parts.chunk, refill=refill, compact=compact, base=_BUCKET_BASE)
+    run_ensemble(
+        solver, inst, chunk=parts.chunk, refill=refill, compact=compact, base=_BUCKET_BASE, early=True
+    )
 
 
 def _adam_search(tasks, search: Brackets, *, rank, decide_cfg, adam_cfg, log, t0) -> None:

@@ -217,6 +217,17 @@ def test_instances_finished_at_their_start_are_handed_to_refill():
     assert seen == [0, 0, 0, 0, 1], seen  # three times at the start, then both in one chunk
 
 
+def test_a_chunk_ends_once_all_or_with_early_one_of_its_instances_finished():
+    # instances needing 3 and 7 steps, chunks of up to 50: one chunk of 7 steps for the pair;
+    # with `early`, 3 steps for the pair, then 4 for the survivor alone
+    for early, chunks, work in ((False, [7], 14), (True, [3, 4], 10)):
+        steps = []
+        st, w = run_ensemble(
+            _Countdown(), jnp.array([3, 7]), chunk=50, early=early, progress=lambda a, n, s: steps.append(s)
+        )
+        assert steps == chunks and w == work and (np.asarray(st) == 0).all(), (early, steps, w)
+
+
 def test_a_seed_without_decisions_is_undecided():
     from jaxmem._threshold import Brackets
 

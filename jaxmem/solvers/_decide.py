@@ -71,7 +71,10 @@ class DecideConfig(eqx.Module):
       `tol`", and thresholds are those of `tol -> 0`, which a larger `tol` lowers.
     - `max_iter`: L-BFGS iterations per instance (of the full-rank phase of a rank-constrained one).
     - `memory`: L-BFGS history length.
-    - `chunk`: iterations per jitted chunk between compactions of the ensemble.
+    - `chunk`: the most steps per jitted chunk between compactions of the ensemble (iterations
+      of the dense decider; working-set steps of up to `outer_every` inner iterations). A chunk
+      also ends where an instance finishes, which then leaves the batch or takes its next
+      decision.
     - `rank_window`, `rank_progress`: the rank-`m` phase of a factored memory stops, undecided,
       when its squared hinge has fallen by less than `rank_progress` of itself over
       `rank_window` iterations (a stalled local search). Measured at d = 32 (8 seeds per
@@ -369,7 +372,7 @@ def decide_constraints(
     """`decide` on a batch of `Constraints` (leading ensemble axis); `rank` per instance or None
     for full rank; `W0` warm starts (default zero)."""
     solver, inst = decision_instances(cons, rank=rank, W0=W0, config=config)
-    st, _ = run_ensemble(solver, inst, chunk=config.chunk, progress=progress)
+    st, _ = run_ensemble(solver, inst, chunk=config.chunk, progress=progress, early=True)
     return conclude(solver, inst, st)
 
 
@@ -412,7 +415,7 @@ def conclude(solver: Decider, inst: DecisionInstance, st: _State) -> Decision:
         def rerun(idx):
             sub = jax.tree.map(lambda x: to64(x[idx]), cons)
             st64, _ = run_ensemble(
-                solver, DecisionInstance(sub, to64(W[idx]), ranks[idx]), chunk=config.chunk
+                solver, DecisionInstance(sub, to64(W[idx]), ranks[idx]), chunk=config.chunk, early=True
             )
             W64 = np.asarray(solver.weight(st64))
             return np.asarray(st64.status), np.asarray(st64.total), W64, verify(sub, W64, config.tol)

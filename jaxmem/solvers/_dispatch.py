@@ -66,8 +66,8 @@ class DeciderParts(eqx.Module):
     """What a search needs of a decider: `instances(tasks, ps, P, W0=None, hold=True)` gives the
     solver and its batch (prefixes `ps` padded to `P` rows; `hold`: candidates may be held),
     `conclude(solver, inst, state)` certifies finished instances, `resize(state, P)` re-pads
-    running states, `chunk` is the runner's steps per chunk (about `config.chunk` iterations),
-    and `name` says which one it is.
+    running states, `chunk` is the runner's most steps per chunk (`config.chunk`; a chunk also
+    ends where an instance finishes: `run_ensemble(early=True)`), and `name` says which one it is.
 
     A working-set batch may hold its DP candidates in memory (`hold_candidates`); then
     `holds(inst)` is true, the batch is run whole until its running instances fit a quarter of
@@ -93,10 +93,9 @@ def decider_parts(config: DecideConfig, *, d: int, problem: str, rank: int | Non
             cons = batch_constraints(tasks, ps, P, stream=True, block=config.block)
             return working_set_instances(hold_candidates(cons) if hold else cons, W0=W0, config=config)
 
-        chunk = max(1, config.chunk // config.outer_every)
         return DeciderParts(
             name,
-            chunk,
+            config.chunk,
             instances,
             conclude_working_set,
             resize_working_set,
@@ -144,5 +143,5 @@ def decide(
     m, _ = resolve_kappa(model, d, kappa)
     parts = decider_parts(config, d=d, problem=tasks.problem, rank=m if model == "factored" else None)
     solver, inst = parts.instances(tasks, jnp.asarray(ps), int(ps.max()), W0=W0)
-    st, _ = run_ensemble(solver, inst, chunk=parts.chunk, compact=not parts.holds(inst))
+    st, _ = run_ensemble(solver, inst, chunk=parts.chunk, compact=not parts.holds(inst), early=True)
     return parts.conclude(solver, inst, st)

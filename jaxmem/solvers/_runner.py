@@ -8,8 +8,9 @@ re-batched into a bucket, a power of two (or of `base`). An instance's trajector
 depends neither on the chunk size nor on the rest of the ensemble, up to float rounding: XLA
 compiles each batch size on its own, so another bucket can change the last bits (in the demo's
 certified searches, the margins or iteration counts of 243 of 2949 decisions, never a status).
-The chunk's length is a traced loop bound, so trimming the last chunk to the budget
-(`remaining`) compiles nothing new: compiles stay at one per (bucket, instance shape).
+A chunk ends once all its instances are finished, or (`early`) once one of them is. Its length is
+a traced loop bound, so trimming the last chunk to the budget (`remaining`) compiles nothing new:
+compiles stay at one per (bucket, instance shape).
 """
 
 from __future__ import annotations
@@ -88,24 +89,32 @@ def _status(solver, state):
 
 
 @eqx.filter_jit
-def _chunk(solver, mesh, instances, state, idx, length, whole: bool = False):
-    """`length` steps of the instances `idx` (gathered, run, scattered back), their `done` and
-    `remaining`; `whole`: `idx` is every instance in order, which are run in place (a gather
-    would copy every array of the batch at every chunk)."""
+def _chunk(solver, mesh, instances, state, idx, length, whole: bool = False, early: bool = False):
+    """At most `length` steps of the instances `idx` (gathered, run, scattered back), their `done`
+    and `remaining`, and the steps run; `whole`: `idx` is every instance in order, which are run in
+    place (a gather would copy every array of the batch at every chunk); `early`: stop after the
+    step at which one of them finishes."""
     take = (lambda tree: tree) if whole else (lambda tree: jax.tree.map(lambda x: x[idx], tree))
 
-    def one(inst, st, length):
-        def body(_, st):
-            new = solver.step(inst, st)
-            return jax.tree.map(lambda a, b: jnp.where(solver.done(st), b, a), new, st)
+    def step(inst, st):
+        new = solver.step(inst, st)
+        return jax.tree.map(lambda a, b: jnp.where(solver.done(st), b, a), new, st)
 
-        st = jax.lax.fori_loop(0, length, body, st)
-        return solver.settle(inst, st)
+    def run(insts, sts, length):
+        done = jax.vmap(solver.done)
+        done0 = done(sts)
 
-    run = lambda insts, sts, length: jax.vmap(one, in_axes=(0, 0, None))(insts, sts, length)
-    part = shard_ensemble(run, mesh, 2)(take(instances), take(state), length)
+        def cond(carry):
+            i, st = carry
+            go = (i < length) & ~jnp.all(done(st))
+            return go & ~jnp.any(done(st) & ~done0) if early else go
+
+        n, st = jax.lax.while_loop(cond, lambda c: (c[0] + 1, jax.vmap(step)(insts, c[1])), (0, sts))
+        return jax.vmap(solver.settle)(insts, st), jnp.full(done0.shape, n)
+
+    part, steps = shard_ensemble(run, mesh, 2)(take(instances), take(state), length)
     state = part if whole else jax.tree.map(lambda a, b: a.at[idx].set(b), state, part)
-    return state, jax.vmap(solver.done)(part), jax.vmap(solver.remaining)(part)
+    return state, jax.vmap(solver.done)(part), jax.vmap(solver.remaining)(part), steps.max()
 
 
 def run_ensemble(
@@ -119,6 +128,7 @@ def run_ensemble(
     devices=None,
     refill: Callable[[np.ndarray, Any, Any], tuple[Any, Any, np.ndarray]] | None = None,
     base: int = 2,
+    early: bool = False,
 ) -> Any:
     """Run `solver` on every instance (leading axis) until each is `done`.
 
@@ -140,10 +150,13 @@ def run_ensemble(
       A stream of short problems then keeps the batch full instead of waiting for the
       slowest of a round.
     - `base`: the buckets are powers of `base` (each bucket compiles its own chunk).
+    - `early`: a chunk also ends at the step where one of its instances finishes, so that
+      instance leaves the batch (or takes new work) at once, and `chunk` can be long: a batch
+      whose arrays are large then runs few chunks, each of which copies them.
 
     **Returns:** `(state, work)`: the final state, stacked over the ensemble axis in the input
-    order, and the instance-steps computed (batch size times chunk length, summed over chunks,
-    padding and frozen members included).
+    order, and the instance-steps computed (batch size times the steps of each chunk, summed
+    over chunks, padding and frozen members included).
     """
     chunk = check_int("chunk", chunk, 1)
     mesh = ensemble_mesh(devices)
@@ -175,15 +188,16 @@ def run_ensemble(
         rows = active if compact and not whole else np.arange(n)
         idx = np.concatenate([rows, np.full(size - rows.size, rows[-1])])
         length = int(min(chunk, left[active].max()))
-        state, fin_part, left_part = _chunk(
-            solver, mesh, instances, state, jnp.asarray(idx), jnp.asarray(length, jnp.int32), whole
+        state, fin_part, left_part, steps = _chunk(
+            solver, mesh, instances, state, jnp.asarray(idx), jnp.asarray(length, jnp.int32), whole, early
         )
         newly = rows[np.asarray(fin_part)[: rows.size] & ~fin[rows]]
         fin[rows] = np.asarray(fin_part)[: rows.size]
         left[rows] = np.asarray(left_part)[: rows.size]
         instances, state, fin, left = settle(newly, instances, state, fin, left)
         active = np.flatnonzero(~fin)
-        work += size * length
+        steps = int(steps)
+        work += size * steps
         if progress is not None:
-            progress(active.size, n, length)
+            progress(active.size, n, steps)
     return state, work

@@ -420,7 +420,7 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
         sub = _WSInstance(sub.cons, jnp.asarray(W[grow], W.dtype))
         bigger = WorkingSetDecider(config, k)
         # held candidates: run whole, as a compacting runner would copy them at every chunk
-        st2, _ = run_ensemble(bigger, sub, chunk=1, compact=not sub.cons.held)
+        st2, _ = run_ensemble(bigger, sub, chunk=config.chunk, compact=not sub.cons.held, early=True)
         dec = conclude_working_set(bigger, sub, st2)
         status[grow], margin[grow], bound[grow] = dec.status, dec.margin, dec.margin_bound
         iterations[grow] += dec.iterations
@@ -433,7 +433,7 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
 
         def rerun(idx):
             sub = _WSInstance(cast64(jax.tree.map(lambda x: x[idx], inst.cons)), to64(W[idx]))
-            st64, _ = run_ensemble(solver, sub, chunk=1, compact=not sub.cons.held)
+            st64, _ = run_ensemble(solver, sub, chunk=config.chunk, compact=not sub.cons.held, early=True)
             checked = verify_working_set(sub, st64, config.tol)
             return np.asarray(st64.status), np.asarray(st64.total), np.asarray(st64.opt.X), checked
 
