@@ -31,7 +31,7 @@ def test_every_benchmark_and_script_imports():
     assert r.returncode == 0, r.stderr[-3000:]
 
 
-@pytest.mark.parametrize("script, units", [("scaling", 54), ("rank", 27)])
+@pytest.mark.parametrize("script, units", [("scaling", 56), ("rank", 27)])
 def test_preset_scripts_plan_and_refuse_bad_shards_without_writing(tmp_path, script, units):
     out = tmp_path / script
     run = lambda *a: subprocess.run(
