@@ -202,8 +202,8 @@ class ScalingSpec(eqx.Module):
 # seeds narrows the CI below it); 32 at d = 96 and 128, where the OP's point took 14 and 24
 # minutes and the DP's 27 and 76. The DP at d = 128 runs in groups of 4 seeds, whose candidates
 # (7.3 GB) are held in memory; 16 seeds' (29 GB) would be generated at every pass. The OP at
-# d = 192: 8 seeds in groups of 4 (10 minutes); a third group met a near-tie decision that ran
-# alone for over 22 minutes, twice (benchmarks/README.md, "An OP unit at d = 192").
+# d = 192: 8 seeds in groups of 4 (10 minutes); the batched search of a third group stalled on
+# one decision for over 22 minutes, twice (benchmarks/README.md, "An OP unit at d = 192").
 SCALING = ScalingSpec(
     op=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32), (192, 8, 4)),
     dp=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32, 4)),
