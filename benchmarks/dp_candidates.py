@@ -21,6 +21,7 @@ from jaxmem import DecideConfig, make_tasks
 from jaxmem.solvers import (
     batch_constraints,
     conclude_working_set,
+    decider_parts,
     hold_candidates,
     outer_pass,
     run_ensemble,
@@ -48,11 +49,11 @@ def main():
     for name, cons in (("generated", generated), ("held", held)):
         pass_ms[name] = 1e3 * best_time(lambda: one_pass(cons, W).block_until_ready(), repeats=2)
     cfg = DecideConfig(decider="working-set")
-    chunk = max(1, cfg.chunk // cfg.outer_every)
+    chunk = decider_parts(cfg, d=a.d, problem="dp").chunk  # the search's own
 
     def decide(cons):
         solver, inst = working_set_instances(cons, config=cfg)
-        st, _ = run_ensemble(solver, inst, chunk=chunk, compact=cons is generated)
+        st, _ = run_ensemble(solver, inst, chunk=chunk, compact=cons is generated, early=True)
         return conclude_working_set(solver, inst, st)
 
     runs = {}
