@@ -4,9 +4,14 @@ step: the reference for a search whose batched run stalls on a decision. Bisecti
 study's search: up from `p0` to `p1`, then halves until the bracket holds `resolution` values.
 
     python benchmarks/decisions_alone.py --d 192 --p0 3639 --p1 3785 --seeds 8 9 10 11 --resolution 4
+
+With `--compare DIR` it runs nothing and writes nothing: it compares the decisions of the records
+in `DIR` (`jaxmem capacity --out DIR`) with those of its last result at `--d`, by seed and `p`.
 """
 
 import argparse
+import json
+import os
 import sys
 import time
 
@@ -15,7 +20,8 @@ import jax
 import numpy as np
 from _common import write
 from jaxmem import DecideConfig, make_task
-from jaxmem.solvers import batch_constraints, init_states, working_set_instances
+from jaxmem.solvers import batch_constraints, init_states, STATUS, working_set_instances
+from jaxmem.study import Store
 
 
 def decide_alone(task, p, P, step_cache, cap):
@@ -32,17 +38,46 @@ def decide_alone(task, p, P, step_cache, cap):
     return int(st.status[0]), int(st.total[0]), inner
 
 
+def compare(folder, d):
+    """Each decision of the records in `folder` against the same seed's decision at the same `p`
+    in `results/decisions_alone_op_{d}.json`: statuses, and the iteration counts' differences."""
+    path = os.path.join(os.path.dirname(__file__), "results", f"decisions_alone_op_{d}.json")
+    with open(path) as f:
+        alone = json.load(f)["results"]
+    ref = {
+        (int(s), r["p"]): (STATUS[r["status"]], r["iterations"]) for s, rows in alone.items() for r in rows
+    }
+    both = differ = 0
+    gaps = []
+    for rec in Store(folder).records():
+        for x in rec.get("decisions", []):
+            key = (rec["seed"], x["p"])
+            if key in ref:
+                both += 1
+                differ += ref[key][0] != x["status"]
+                gaps.append(abs(ref[key][1] - x["iterations"]))
+    print(
+        f"{both} decisions in both ({len(ref)} alone): {differ} differ in status; "
+        f"iterations differ by at most {max(gaps, default=0)}"
+    )
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--d", type=int, default=192)
-    ap.add_argument("--p0", type=int, required=True)
-    ap.add_argument("--p1", type=int, required=True, help="the first p above p0 (the search's second)")
+    ap.add_argument("--p0", type=int)
+    ap.add_argument("--p1", type=int, help="the first p above p0 (the search's second)")
     ap.add_argument("--p-max", type=int, default=5823, help="the nested task's length (the plan's p_max)")
-    ap.add_argument("--seeds", type=int, nargs="+", required=True)
+    ap.add_argument("--seeds", type=int, nargs="+")
     ap.add_argument("--seed0", type=int, default=0)
     ap.add_argument("--resolution", type=int, default=1)
     ap.add_argument("--cap", type=int, default=3000, help="stop a decision after this many iterations")
+    ap.add_argument("--compare", metavar="DIR", help="compare the records in DIR with the last result")
     a = ap.parse_args()
+    if a.compare:
+        return compare(a.compare, a.d)
+    if a.p0 is None or a.p1 is None or not a.seeds:
+        ap.error("--p0, --p1 and --seeds are required to run decisions")
     P = -(-a.p1 // 32) * 32
     cache, out = {}, {}
     for seed in a.seeds:

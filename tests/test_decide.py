@@ -461,6 +461,32 @@ def test_a_refuted_float32_certificate_is_continued_in_float64(monkeypatch, deci
     assert dec.weight.dtype == np.float64
 
 
+def test_margins_float32_cannot_resolve_end_the_run_and_continue_in_float64(monkeypatch):
+    """Where the outer pass finds a margin `<= 0` that the working set's own evaluation finds
+    positive (float32 no longer resolves the margins: forced here by an outer pass that reads
+    every margin 0.5 too low), no step can move `W`; the instance stops and continues in float64
+    instead of repeating the same pass until its budget, and the float64 recheck certifies it."""
+    from jaxmem.solvers import _working_set
+
+    tasks = jm.make_tasks(jax.random.key(5), n=2, d=8, p=24, problem="op")
+    ps = np.array([6, 8])  # far below capacity: storable
+    # a config no other test compiles with: the patched pass is traced, not a cached program
+    cfg = DecideConfig(decider="working-set", working_set=8, max_iter=2999)
+    honest = decide(tasks, p=ps, config=DECIDER_CONFIGS["working-set"])
+    real, dtypes = _working_set.outer_pass, []
+
+    def pessimistic(cons, W, k):
+        dtypes.append(W.dtype)
+        mmin, J, vals, act = real(cons, W, k)
+        return mmin - 0.5, J, vals - 0.5, act
+
+    monkeypatch.setattr(_working_set, "outer_pass", pessimistic)
+    dec = decide(tasks, p=ps, config=cfg)
+    assert (honest.status == 0).all() and (dec.status == 0).all()
+    assert jnp.float64 in dtypes, "continued in float64"
+    assert (dec.iterations < 100).all(), dec.iterations  # not the budget of 2999
+
+
 def test_continue_in_float64_keeps_a_certificate_only_when_its_recheck_agrees():
     from jaxmem.solvers._decide import continue_in_float64, STORABLE, UNDECIDED, UNSTORABLE
 

@@ -38,7 +38,9 @@ Each outer pass counts,
 per input, the constraints of margin below 1; an input with more than `k` of them means `L_J`
 misses part of the loss. That slows convergence but never a certificate. When it lasts
 `_PATIENCE` passes, the instance stops (`_GROW`) and `conclude_working_set` continues it from its
-`W` with `k` doubled, up to `p`.
+`W` with `k` doubled, up to `p`. Where `|W|` grows so large that float32 no longer resolves the
+margins, the outer pass and the working set can disagree on a margin's sign; the instance then
+stops (`_RESOLUTION`) and continues in float64.
 """
 
 from __future__ import annotations
@@ -76,6 +78,13 @@ from ._runner import AbstractEnsembleSolver, run_ensemble
 _GROW = 3
 _PATIENCE = 5
 _START = 50
+
+# An instance stops (status _RESOLUTION) where the working set's margins are all positive but
+# the outer pass at the same `W` found one that is not: two evaluations of the same margins
+# disagree in sign, so the scores are so large that float32 no longer resolves the margins
+# (margins in steps of 1/32 at d = 192, p = 3679). Without it the next step would take no inner
+# iteration, the pass would see the same `W`, and so on until the budget.
+_RESOLUTION = 4
 
 
 WIDE_FROM_D = 128
@@ -329,19 +338,17 @@ class WorkingSetDecider(AbstractEnsembleSolver):
         mmin, J_pass, vals, act = outer_pass(cons, opt.X, self.k)
         J = _merge(st.J, opt.M, st.valid, J_pass, vals)
         new, C, valid = self.swap(cons, opt, J)
+        unresolved = new.stored & (mmin <= 0)
         # an unstorable certificate lives on the working set that gave it: keep that one
         keep = lambda a, b: jnp.where(unstorable, a, b)
         opt = jax.tree.map(keep, opt, new)
         over = jnp.where(jnp.max(act) > self.k, st.over + 1, 0)
         grow = (over >= _PATIENCE) & (total >= _START) & (self.k < cons.task.p - 1)
+        running = jnp.where(grow, _GROW, jnp.where(unresolved, _RESOLUTION, RUNNING))
         status = jnp.where(
             unstorable,
             UNSTORABLE,
-            jnp.where(
-                mmin > 0,
-                STORABLE,
-                jnp.where(total >= cfg.max_iter, UNDECIDED, jnp.where(grow, _GROW, RUNNING)),
-            ),
+            jnp.where(mmin > 0, STORABLE, jnp.where(total >= cfg.max_iter, UNDECIDED, running)),
         )
         return _WSState(
             opt,
@@ -405,8 +412,9 @@ def verify_working_set(inst: _WSInstance, st: _WSState, tol: float):
 
 def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSState) -> Decision:
     """Certify finished instances in float64 (`verify_working_set`); a float32 near-tie whose
-    certificate fails its recheck is continued in float64 from where it stopped, and stays
-    undecided if that one fails too."""
+    certificate fails its recheck, or an instance whose margins float32 no longer resolves
+    (`_RESOLUTION`), is continued in float64 from where it stopped, and stays undecided if that
+    one's certificate fails its recheck too."""
     config = solver.config
     status, margin, bound = verify_working_set(inst, st, config.tol)
     iterations = np.array(st.total)
@@ -429,6 +437,8 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
         solver_status = solver_status.copy()
         solver_status[grow] = dec.status
     refuted = ((solver_status == STORABLE) | (solver_status == UNSTORABLE)) & (status != solver_status)
+    # float32 could not resolve the margins: float64 continues (in float64 the recheck decides)
+    refuted |= solver_status == _RESOLUTION
     if refuted.any() and inst.cons.inputs.dtype != jnp.float64:
 
         def rerun(idx):
@@ -439,7 +449,7 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
 
         status, W = continue_in_float64(refuted, status, margin, bound, iterations, W, rerun)
     else:
-        status = np.where(refuted, UNDECIDED, status)
+        status = np.where(refuted & (solver_status != _RESOLUTION), UNDECIDED, status)
     return decision(status, margin, bound, iterations, W, config.tol)
 
 
