@@ -2,21 +2,29 @@
 difference (and each one's difference from the theory) shrinks as `d` grows.
 
     python scripts/scaling.py --out runs/scaling            # jaxmem.study.SCALING (about 170 min, 2 cores)
+    python scripts/scaling.py --out runs/scaling --large    # then SCALING_LARGE: the OP at d = 192 and 256
     python scripts/scaling.py --quick --out /tmp/scaling    # the same path in about a minute
     python scripts/scaling.py --out runs/scaling --plan     # its units of work, for a SLURM array
     python scripts/scaling.py --out runs/scaling --shard 3/8   # one task of such an array
 
 Resumable: rerun the same command after an interruption; finished units are read, not rerun.
-Once every unit is done it writes `scaling.md`, `scaling.json` and `scaling.png` in `--out`
+Once every unit of the preset is done it writes `scaling.md`, `scaling.json` and `scaling.png` in `--out`
 (`jaxmem capacity DIR` reads the same records).
 """
 
-from jaxmem.study import SCALING, scaling_points, SCALING_QUICK, write_scaling
+from jaxmem.study import SCALING, SCALING_LARGE, scaling_points, SCALING_QUICK, write_scaling
 from study_preset import run_preset
 
 
 def main(argv=None):
-    run_preset(__doc__, scaling_points(SCALING), scaling_points(SCALING_QUICK), write_scaling, argv)
+    run_preset(
+        __doc__,
+        scaling_points(SCALING),
+        scaling_points(SCALING_QUICK),
+        write_scaling,
+        argv,
+        large_units=scaling_points(SCALING_LARGE),
+    )
 
 
 if __name__ == "__main__":

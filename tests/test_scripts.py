@@ -31,11 +31,13 @@ def test_every_benchmark_and_script_imports():
     assert r.returncode == 0, r.stderr[-3000:]
 
 
-@pytest.mark.parametrize("script, units", [("scaling", 56), ("rank", 27)])
-def test_preset_scripts_plan_and_refuse_bad_shards_without_writing(tmp_path, script, units):
+@pytest.mark.parametrize(
+    "script, extra, units", [("scaling", (), 54), ("scaling", ("--large",), 10), ("rank", (), 27)]
+)
+def test_preset_scripts_plan_and_refuse_bad_shards_without_writing(tmp_path, script, extra, units):
     out = tmp_path / script
     run = lambda *a: subprocess.run(
-        [sys.executable, f"scripts/{script}.py", "--out", str(out), *a],
+        [sys.executable, f"scripts/{script}.py", "--out", str(out), *extra, *a],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -195,19 +195,22 @@ class ScalingSpec(eqx.Module):
         _points("dp", self.dp, self.group)
 
 
-# The CPU scaling study (180 min on the 2-core machine: 65 for the points to the DP at d = 64 and
+# The CPU scaling study (170 min on the 2-core machine: 65 for the points to the DP at d = 64 and
 # the OP at 128, 28 more for the DP at d = 96, 77 for the DP at d = 128; README, "Measured: OP
 # against DP at scale"). Seeds: 64 where a point takes minutes (95% CIs of OP - DP about 0.01
 # wide from d = 48; at d = 16 and 24 one step of p is 0.02 and 0.014 in alpha, so no number of
 # seeds narrows the CI below it); 32 at d = 96 and 128, where the OP's point took 14 and 24
 # minutes and the DP's 27 and 76. The DP at d = 128 runs in groups of 4 seeds, whose candidates
-# (7.3 GB) are held in memory; 16 seeds' (29 GB) would be generated at every pass. The OP at
-# d = 192: 8 seeds in groups of 4 (10 minutes); the batched search of a third group stalled on
-# one decision for over 22 minutes, twice (benchmarks/README.md, "An OP unit at d = 192").
+# (7.3 GB) are held in memory; 16 seeds' (29 GB) would be generated at every pass.
 SCALING = ScalingSpec(
-    op=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32), (192, 8, 4)),
+    op=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32)),
     dp=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32, 4)),
 )
+
+# The OP beyond d = 128, in groups of 4 seeds, measured into the same folder after `SCALING`
+# (`scripts/scaling.py --large`; 73 min): a group took 5 to 7 minutes at d = 192, 11 and 15 at
+# d = 256.
+SCALING_LARGE = ScalingSpec(op=((192, 32, 4), (256, 8, 4)), dp=())
 
 # The same path in about a minute (tests, and `scripts/scaling.py --quick`).
 SCALING_QUICK = ScalingSpec(op=((8, 16), (12, 16)), dp=((8, 16), (12, 16)))
