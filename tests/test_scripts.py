@@ -43,8 +43,9 @@ def test_preset_scripts_plan_and_refuse_bad_shards_without_writing(tmp_path, scr
         cwd=ROOT,
         timeout=300,
     )
-    r = run("--shard", "3/2")
-    assert r.returncode == 2 and "Traceback" not in r.stderr and "--shard" in r.stderr
+    if not extra:  # the shard check is the same code with --large
+        r = run("--shard", "3/2")
+        assert r.returncode == 2 and "Traceback" not in r.stderr and "--shard" in r.stderr
     r = run("--plan")
     assert r.returncode == 0 and r.stdout.strip().endswith(f"{units} units of work"), r.stdout[-500:]
     assert not out.exists(), "--plan and a refused run write nothing"
