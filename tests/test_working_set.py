@@ -278,6 +278,7 @@ def test_held_candidates_are_the_generated_ones_read_cast_and_dropped():
     assert array.is_deleted()
 
 
+@pytest.mark.slow
 def test_a_search_that_holds_its_candidates_decides_as_one_that_generates_them(monkeypatch):
     """Seed by seed, a working-set search of streamed DP tasks makes the same proposals and finds
     the same thresholds whether its batch holds the candidates (run whole) or regenerates them
