@@ -1,6 +1,6 @@
-"""The iterations of a folder's certified decisions against their budget: per point, the most
-iterations any decision took and how many reached the budget (`max_iter`), where a decision
-stops undecided unless its float64 recheck certifies it. Reads records; writes nothing.
+"""The iterations of a folder's certified full-rank decisions against their budget: per point,
+the most iterations any decision took and how many reached the budget (`max_iter`), where a
+decision stops undecided unless its float64 recheck certifies it. Reads records; writes nothing.
 
     python scripts/decision_budget.py docs/scaling
 """
@@ -19,7 +19,8 @@ def main():
     most, at_budget, count = collections.Counter(), collections.Counter(), collections.Counter()
     for r in Store(a.dir).records():
         c = r["config"]
-        if r.get("kind") != "threshold" or c.get("solver") != "certified":
+        # a rank-m decision's budget is per phase (`rank_max_iter`), not `max_iter`
+        if r.get("kind") != "threshold" or c.get("solver") != "certified" or c["model"] != "full":
             continue
         point = (c["d"], c["problem"], c["model"], c["kappa"])
         budget = c["decide"]["max_iter"]

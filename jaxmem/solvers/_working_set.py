@@ -82,7 +82,7 @@ _START = 50
 # An instance stops (status _RESOLUTION) where the working set's margins are all positive but
 # the outer pass at the same `W` found one that is not: two evaluations of the same margins
 # disagree in sign, so the scores are so large that float32 no longer resolves the margins
-# (margins in steps of 1/32 at d = 192, p = 3679). Without it the next step would take no inner
+# (scores 1/16 apart at d = 192, p = 3679). Without it the next step would take no inner
 # iteration, the pass would see the same `W`, and so on until the budget.
 _RESOLUTION = 4
 

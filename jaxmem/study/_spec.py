@@ -208,8 +208,8 @@ SCALING = ScalingSpec(
 )
 
 # The OP beyond d = 128, in groups of 4 seeds, measured into the same folder after `SCALING`
-# (`scripts/scaling.py --large`; 73 min): a group took 5 to 7 minutes at d = 192, 11 and 15 at
-# d = 256.
+# (`scripts/scaling.py --large`; 73 min): a group took 280 to 394 s at d = 192, 678 and 908 s
+# at d = 256.
 SCALING_LARGE = ScalingSpec(op=((192, 32, 4), (256, 8, 4)), dp=())
 
 # The same path in about a minute (tests, and `scripts/scaling.py --quick`).
