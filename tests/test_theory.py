@@ -126,6 +126,22 @@ def test_grad_alpha_c_wrt_kappa_matches_finite_differences(x64):
         assert abs(g - fd) < 1e-6 * max(1, abs(fd))
 
 
+def test_kappa_derivatives_under_jit_without_x64():
+    """Compiled derivatives in kappa with x64 off (the float64 computation sits inside the
+    caller's jit): `s_kappa' = -pi / (2 sin phi)` and `F' = s_kappa^2` (the squared singular
+    value at the edge; docs/science.md 2.2), and alpha_c's compiled gradient is its eager one."""
+    assert not jax.config.jax_enable_x64
+    for k in (0.2, 0.5, 0.9):
+        s = float(th.s_kappa(k))
+        sin_phi = math.sqrt(1 - (s / 2) ** 2)
+        assert float(jax.jit(jax.grad(th.s_kappa))(k)) == pytest.approx(-math.pi / (2 * sin_phi), rel=1e-5)
+        assert float(jax.jit(jax.grad(th.F))(k)) == pytest.approx(s * s, rel=1e-5)
+    f = lambda k: th.alpha_c(1e4, kappa=k, se_target=0.05)
+    value, slope = jax.jit(jax.value_and_grad(f))(0.4)
+    assert float(value) == pytest.approx(float(f(0.4)), rel=1e-6)
+    assert float(slope) == pytest.approx(float(jax.grad(f)(0.4)), rel=1e-6)
+
+
 @pytest.mark.slow
 def test_inverse_problem_kappa_for_target_capacity(x64):
     """Newton by autodiff: the kappa at which a two-layer memory reaches alpha_c = 0.5 at p=1e4."""
@@ -252,18 +268,20 @@ def test_saddle_errors_match_the_scatter_over_keys(x64):
 
 
 def test_saddle_implicit_gradients_match_finite_differences(x64):
-    """jax.grad in alpha, margin and (real) p against float64 central differences, on frozen samples (the
-    solve's error, ~1e-7 in logit q, is far below the differences' steps)."""
-    cases = {
-        "alpha": (0.4, lambda x: th.saddle(x, 60.0, config=FIXED), 1e-3),
-        "margin": (0.05, lambda x: th.saddle(0.4, 60.0, x, config=FIXED), 1e-3),
-        "p": (60.0, lambda x: th.saddle(0.4, x, config=FIXED), 0.5),
-    }
-    for name, (x0, f, h) in cases.items():
-        for field in ("q", "free_entropy") if name == "alpha" else ("q",):
-            g = float(jax.grad(lambda x: getattr(f(x), field))(x0))
-            fd = (float(getattr(f(x0 + h), field)) - float(getattr(f(x0 - h), field))) / (2 * h)
-            assert g == pytest.approx(fd, rel=2e-4, abs=1e-8), (name, field, g, fd)
+    """The Jacobian of (q, free entropy) in (alpha, margin, real p), by reverse mode as jax.grad
+    takes it, against float64 central differences on frozen samples (the solve's error, ~1e-7 in
+    logit q, is far below the differences' steps). One traced solve gives all six entries."""
+
+    def f(x):
+        s = th.saddle(x[0], x[2], x[1], config=FIXED)
+        return jnp.stack([s.q, s.free_entropy])
+
+    x0, steps = np.array([0.4, 0.05, 60.0]), np.array([1e-3, 1e-3, 0.5])
+    jac = np.asarray(jax.jacrev(f)(jnp.asarray(x0)))
+    for i, h in enumerate(steps):
+        e = np.where(np.arange(3) == i, h, 0.0)
+        fd = (np.asarray(f(jnp.asarray(x0 + e))) - np.asarray(f(jnp.asarray(x0 - e)))) / (2 * h)
+        assert jac[:, i] == pytest.approx(fd, rel=2e-4, abs=1e-8), (i, jac[:, i], fd)
 
 
 # ---------------------------------------------------------------- Hebbian (2.5), scores (2.4)

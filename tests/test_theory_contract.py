@@ -1,7 +1,7 @@
 """The theory's contract at its edges: every public function lowers under `jit` in a fresh
-interpreter with x64 off; an invalid traced argument gives NaN (and a status where there is one),
-an invalid concrete one raises naming it; statuses say when an error target or a decision was
-not reached."""
+interpreter with x64 off, without a dtype-truncation warning; an invalid traced argument gives NaN
+(and a status where there is one), an invalid concrete one raises naming it; statuses say when an
+error target or a decision was not reached."""
 
 import json
 import os
@@ -82,7 +82,14 @@ print(json.dumps(result))
 @pytest.mark.slow
 def test_every_public_theory_function_under_jit_without_x64():
     env = dict(os.environ, JAX_ENABLE_X64="0")
-    r = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, env=env, timeout=900)
+    # a UserWarning is an error: jax warns where a float64 or int64 request would be truncated
+    r = subprocess.run(
+        [sys.executable, "-W", "error::UserWarning", "-c", CODE],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     o = json.loads(r.stdout.strip().splitlines()[-1])
     host_only = {"status_name"}  # names a concrete status: a host function

@@ -223,7 +223,12 @@ def f64(x):
 
 
 def default_key(key, seed: int = 0):
-    return jax.random.key(seed) if key is None else key
+    """`key`, or the key of `seed` where it is None: made eagerly, so a caller's `jit` holds it
+    as a constant (its seeding op, lowered outside the float64 context, would truncate int64)."""
+    if key is not None:
+        return key
+    with jax.ensure_compile_time_eval():
+        return jax.random.key(seed)
 
 
 @functools.partial(jax.jit, static_argnames="shape")
