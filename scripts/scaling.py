@@ -3,6 +3,7 @@ difference (and each one's difference from the theory) shrinks as `d` grows.
 
     python scripts/scaling.py --out runs/scaling            # jaxmem.study.SCALING (about 170 min, 2 cores)
     python scripts/scaling.py --out runs/scaling --large    # then SCALING_LARGE: the OP at d = 192 and 256
+    python scripts/scaling.py --out runs/scaling --accelerator  # SCALING_ACCELERATOR: d = 512, 1024, one GPU
     python scripts/scaling.py --quick --out /tmp/scaling    # the same path in about a minute
     python scripts/scaling.py --out runs/scaling --plan     # its units of work, for a SLURM array
     python scripts/scaling.py --out runs/scaling --shard 3/8   # one task of such an array
@@ -12,7 +13,14 @@ Once every unit of the preset is done it writes `scaling.md`, `scaling.json` and
 (`jaxmem capacity DIR` reads the same records).
 """
 
-from jaxmem.study import SCALING, SCALING_LARGE, scaling_points, SCALING_QUICK, write_scaling
+from jaxmem.study import (
+    SCALING,
+    SCALING_ACCELERATOR,
+    SCALING_LARGE,
+    scaling_points,
+    SCALING_QUICK,
+    write_scaling,
+)
 from study_preset import run_preset
 
 
@@ -23,7 +31,16 @@ def main(argv=None):
         scaling_points(SCALING_QUICK),
         write_scaling,
         argv,
-        large_units=scaling_points(SCALING_LARGE),
+        more=dict(
+            large=(
+                scaling_points(SCALING_LARGE),
+                "SCALING_LARGE: the OP at d = 192 and 256, into the same folder",
+            ),
+            accelerator=(
+                scaling_points(SCALING_ACCELERATOR),
+                "SCALING_ACCELERATOR: the OP at d = 512 and 1024, on one GPU",
+            ),
+        ),
     )
 
 

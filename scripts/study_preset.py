@@ -10,22 +10,23 @@ import time
 from jaxmem.study import measure, Store
 
 
-def run_preset(doc: str, units, quick_units, write, argv=None, large_units=None) -> None:
+def run_preset(doc: str, units, quick_units, write, argv=None, more=None) -> None:
     """The script of a preset described by `doc`: `units` (or `quick_units` with `--quick`, or
-    `large_units` with `--large` where given) are measured; `write(out)` writes the report of
-    every record in `--out` and returns its path first."""
+    with `--NAME` the units of `more[NAME] = (units, help)`) are measured; `write(out)` writes the
+    report of every record in `--out` and returns its path first."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="the minute-long check of the same path")
     ap.add_argument("--plan", action="store_true", help="print the units of work and stop")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th unit from the i-th")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
-    if large_units is not None:
-        ap.add_argument("--large", action="store_true", help="the larger points, into the same folder")
+    more = more or {}
+    for name, (_, help) in more.items():
+        ap.add_argument(f"--{name}", action="store_true", help=help)
     a = ap.parse_args(argv)
-    large = getattr(a, "large", False)
-    if large and a.quick:
-        ap.error("argument --large: not with --quick")
+    chosen = [name for name in more if getattr(a, name)] + (["quick"] if a.quick else [])
+    if len(chosen) > 1:
+        ap.error(f"argument --{chosen[0]}: not with --{chosen[1]}")
     try:
         i, n = (int(x) for x in a.shard.split("/"))
         if not 0 <= i < n:
@@ -34,7 +35,7 @@ def run_preset(doc: str, units, quick_units, write, argv=None, large_units=None)
         ap.error(f"argument --shard: want i/n with 0 <= i < n, got {a.shard!r}")
     if a.jobs < 1:
         ap.error(f"argument --jobs: want at least 1, got {a.jobs}")
-    units = quick_units if a.quick else large_units if large else units
+    units = quick_units if a.quick else more[chosen[0]][0] if chosen else units
     if a.plan:
         fields = ("d", "problem", "model", "kappa", "solver", "seeds")
         for u in units:

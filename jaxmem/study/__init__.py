@@ -85,6 +85,7 @@ from ._spec import (
     run_study,
     run_sweep,
     SCALING,
+    SCALING_ACCELERATOR,
     SCALING_LARGE,
     scaling_points,
     SCALING_QUICK,

@@ -212,6 +212,11 @@ SCALING = ScalingSpec(
 # at d = 256.
 SCALING_LARGE = ScalingSpec(op=((192, 32, 4), (256, 8, 4)), dp=())
 
+# The OP at accelerator sizes (`scripts/scaling.py --accelerator`, one GPU). A group's working
+# set holds `p0 k d` float32 candidates per instance: 10.6 GB for 4 at d = 512, 18.3 GB for one
+# at d = 1024. Its expected time: `benchmarks/paper_cost.py`.
+SCALING_ACCELERATOR = ScalingSpec(op=((512, 16, 4), (1024, 8, 1)), dp=())
+
 # The same path in about a minute (tests, and `scripts/scaling.py --quick`).
 SCALING_QUICK = ScalingSpec(op=((8, 16), (12, 16)), dp=((8, 16), (12, 16)))
 
