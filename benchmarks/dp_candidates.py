@@ -7,9 +7,11 @@ pass each way, and the time to hold them. Each decision batch is timed on a seco
 first compiles).
 
     python benchmarks/dp_candidates.py --d 96 --p 1110 --n 4
+    python benchmarks/dp_candidates.py --d 192 --p 3680 --n 1 --hold-only   # holding alone: time, peak RSS
 """
 
 import argparse
+import resource
 import sys
 import time
 
@@ -34,6 +36,7 @@ def main():
     ap.add_argument("--d", type=int, default=96)
     ap.add_argument("--p", type=int, default=1110)
     ap.add_argument("--n", type=int, default=4)
+    ap.add_argument("--hold-only", action="store_true", help="hold the candidates once, report, stop")
     a = ap.parse_args()
     tasks = make_tasks(jax.random.key(0), n=a.n, d=a.d, p=a.p, problem="dp")
     assert tasks.streams_only
@@ -43,6 +46,27 @@ def main():
     held = hold_candidates(generated, budget=2**62)
     jax.block_until_ready(held)
     hold_s = time.perf_counter() - t
+    if a.hold_only:
+        gib = a.n * a.p * a.p * a.d * 4 / 2**30
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+        print(
+            f"dp d={a.d} p={a.p}, {a.n} instances: held {gib:.2f} GiB in {hold_s:.1f} s, "
+            f"peak RSS {peak:.2f} GiB"
+        )
+        path = write(
+            f"dp_hold_{a.d}",
+            dict(
+                command=" ".join(["python", *sys.argv]),
+                d=a.d,
+                p=a.p,
+                n=a.n,
+                hold_s=hold_s,
+                held_gib=gib,
+                peak_rss_gib=peak,
+            ),
+        )
+        print("written", path)
+        return
     W = jax.vmap(lambda E, U: U.T @ E)(tasks.inputs, tasks.targets)  # the Hebbian memories
     one_pass = jax.jit(jax.vmap(lambda c, w: outer_pass(c, w, 32)[0]))
     pass_ms = {}

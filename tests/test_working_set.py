@@ -250,19 +250,26 @@ def test_the_streamed_certificate_passes_are_the_dense_ones(problem, x64):
         np.testing.assert_allclose(jax.vmap(lambda c: c.rms_norm())(cons), ref, rtol=1e-10)
 
 
-def test_held_candidates_are_the_generated_ones_read_cast_and_dropped():
-    """`hold_candidates` holds exactly the candidates a streamed DP task generates, within its
-    budget only and never for the OP; the float64 recheck reads them cast tile by tile, not as a
-    float64 copy; `drop` frees them."""
+def test_held_candidates_are_the_generated_ones_read_cast_and_dropped(monkeypatch):
+    """`hold_candidates` holds exactly the candidates a streamed DP task generates (in one block
+    of rows, or in blocks of 7 whose last one overlaps), within its budget only and never for the
+    OP; the float64 recheck reads them cast tile by tile, not as a float64 copy; `drop` frees
+    them."""
+    from jaxmem.solvers import _working_set
+
     d, p, n = 6, 20, 3
     tasks = jm.make_tasks(jax.random.key(1), n=n, d=d, p=p, problem="dp", materialise_limit=0)
     assert tasks.streams_only
     cons = batch_constraints(tasks, np.full(n, p), p, stream=True)
+    with monkeypatch.context() as m:
+        m.setattr(_working_set, "HOLD_BLOCK", 7 * p * d)
+        blocked = hold_candidates(cons)
     held = hold_candidates(cons)
-    assert held.held and not cons.held
+    assert held.held and not cons.held and blocked.held
     for i in range(n):
         one = jax.tree.map(lambda x: x[i], tasks)
         np.testing.assert_array_equal(held.task.materialised[i], one.table(p))
+        np.testing.assert_array_equal(blocked.task.materialised[i], one.table(p))
     assert hold_candidates(cons, budget=n * p * p * d * 4 - 1) is cons
     op = jm.make_tasks(jax.random.key(1), n=n, d=d, p=p, problem="op")
     op_cons = batch_constraints(op, np.full(n, p), p, stream=True)

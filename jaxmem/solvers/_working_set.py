@@ -222,16 +222,28 @@ def hold_candidates(cons: StreamedConstraints, budget: int | None = None) -> Str
     if task.shared or not task.streams_only or n * P * P * d * task.inputs.dtype.itemsize > budget:
         return cons
     held = jnp.zeros((n, P, P, d), task.inputs.dtype)
+    rows = min(P, max(1, HOLD_BLOCK // (P * d)))
     for i in range(n):
-        held = _hold_one(held, jax.tree.map(lambda x: x[i], task), i)
+        one = jax.tree.map(lambda x: x[i], task)
+        for r0 in range(0, P, rows):
+            held = _hold_rows(held, one, i, min(r0, P - rows), rows)
     task = eqx.tree_at(lambda t: t.materialised, task, held, is_leaf=lambda x: x is None)
     return dataclasses.replace(cons, task=task, held=True)
 
 
-@functools.partial(jax.jit, donate_argnums=0)
-def _hold_one(held, task, i):
-    # one instance's table written into the donated batch buffer: no second copy of the batch
-    return held.at[i].set(task.table(task.p))
+# Candidates generated per call of `_hold_rows`: generating a block takes a few times its size in
+# temporaries (random bits, the draw, the target substituted on the diagonal), which for a whole
+# (P, P, d) table at d = 192 asked for 41 GB.
+HOLD_BLOCK = 2**25
+
+
+@functools.partial(jax.jit, donate_argnums=0, static_argnums=4)
+def _hold_rows(held, task, i, r0, rows):
+    # rows r0 .. r0 + rows of instance i's table, written into the donated batch buffer: no
+    # second copy of the batch (a last block that would overrun starts earlier and rewrites rows)
+    idx = jnp.arange(held.shape[1])
+    block = task.candidates((r0 + jnp.arange(rows))[:, None], idx[None, :])
+    return jax.lax.dynamic_update_slice(held, block[None], (i, r0, 0, 0))
 
 
 def cast64(cons: StreamedConstraints) -> StreamedConstraints:
