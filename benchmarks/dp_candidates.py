@@ -53,19 +53,7 @@ def main():
             f"dp d={a.d} p={a.p}, {a.n} instances: held {gib:.2f} GiB in {hold_s:.1f} s, "
             f"peak RSS {peak:.2f} GiB"
         )
-        path = write(
-            f"dp_hold_{a.d}",
-            dict(
-                command=" ".join(["python", *sys.argv]),
-                d=a.d,
-                p=a.p,
-                n=a.n,
-                hold_s=hold_s,
-                held_gib=gib,
-                peak_rss_gib=peak,
-            ),
-        )
-        print("written", path)
+        _write(a, "dp_hold", hold_s=hold_s, held_gib=gib, peak_rss_gib=peak)
         return
     W = jax.vmap(lambda E, U: U.T @ E)(tasks.inputs, tasks.targets)  # the Hebbian memories
     one_pass = jax.jit(jax.vmap(lambda c, w: outer_pass(c, w, 32)[0]))
@@ -100,21 +88,16 @@ def main():
         f"{g['iterations']} / {h['iterations']}; share of the generated run spent beyond the held "
         f"one {1 - h['again_s'] / g['again_s']:.0%}"
     )
-    path = write(
-        f"dp_candidates_{a.d}",
-        dict(
-            command=" ".join(["python", *sys.argv]),
-            d=a.d,
-            p=a.p,
-            n=a.n,
-            pass_ms=pass_ms,
-            hold_s=hold_s,
-            decisions=runs,
-        ),
-    )
-    print("written", path)
+    _write(a, "dp_candidates", pass_ms=pass_ms, hold_s=hold_s, decisions=runs)
     if not same:
         raise SystemExit(1)
+
+
+def _write(a, name, **result):
+    path = write(
+        f"{name}_{a.d}", dict(command=" ".join(["python", *sys.argv]), d=a.d, p=a.p, n=a.n, **result)
+    )
+    print("written", path)
 
 
 if __name__ == "__main__":
