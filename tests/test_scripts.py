@@ -51,7 +51,7 @@ def _script(name):
     "script, extra, units",
     [
         ("scaling", (), 54),
-        ("scaling", ("--large",), 10),
+        ("scaling", ("--large",), 16),
         ("scaling", ("--accelerator",), 12),
         ("rank", (), 27),
     ],
