@@ -64,7 +64,7 @@ def test_preset_scripts_plan_and_refuse_bad_arguments_without_writing(tmp_path, 
         [("--large", "--accelerator"), ("--quick", "--large")] if script == "scaling" and not extra else []
     )
     for bad in refused:
-        with pytest.raises(SystemExit) as e:
+        with pytest.raises(SystemExit, match="^2$") as e:
             main(["--out", str(out), *extra, *bad])
         assert e.value.code == 2 and bad[0] in capsys.readouterr().err
     main(["--out", str(out), *extra, "--plan"])
