@@ -21,8 +21,8 @@ def run_preset(doc: str, units, quick_units, write, argv=None, more=None) -> Non
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th unit from the i-th")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     more = more or {}
-    for name, (_, help) in more.items():
-        ap.add_argument(f"--{name}", action="store_true", help=help)
+    for name, (_, text) in more.items():
+        ap.add_argument(f"--{name}", action="store_true", help=text)
     a = ap.parse_args(argv)
     chosen = [name for name in more if getattr(a, name)] + (["quick"] if a.quick else [])
     if len(chosen) > 1:

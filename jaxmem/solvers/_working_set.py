@@ -231,7 +231,7 @@ def hold_candidates(cons: StreamedConstraints, budget: int | None = None) -> Str
     return dataclasses.replace(cons, task=task, held=True)
 
 
-# Candidates generated per call of `_hold_rows`: generating a block takes a few times its size in
+# Floats of candidates generated per call of `_hold_rows`: generating a block takes a few times its size in
 # temporaries (random bits, the draw, the target substituted on the diagonal), which for a whole
 # (P, P, d) table at d = 192 asked for 41 GB.
 HOLD_BLOCK = 2**25
