@@ -213,6 +213,28 @@ def test_scaling_gaps_are_differences_of_medians_with_the_theory_at_the_same_p()
     assert gap_samples(_synthetic(64, "op", [500]), 64, "op-theory", rng) is None
 
 
+def test_a_rows_interval_depends_on_its_own_records_alone():
+    """Each row's bootstrap draws come from its own generator (`point_rng`): more seeds at
+    another `d` leave a row's OP - DP interval as it is, and a trend's ends are the rows'."""
+    from jaxmem.study import compare, gap_samples
+    from jaxmem.study._analysis import point_rng
+
+    rng = np.random.default_rng(3)
+    at96 = _synthetic(96, "op", rng.integers(1100, 1140, 33)) + _synthetic(
+        96, "dp", rng.integers(1090, 1130, 33)
+    )
+    few, many = (
+        [r for pr in ("op", "dp") for r in _synthetic(64, pr, rng.integers(500, 540, n))] for n in (17, 40)
+    )
+    row = lambda recs: next(
+        r for r in compare(recs, {"problem": "op"}, {"problem": "dp"}, n_boot=300) if r["d"] == 96
+    )
+    assert row(few + at96) == row(many + at96) == row(at96)
+    one = gap_samples(few + at96, 96, "op-dp", point_rng(0, "gap", 96, "op-dp"), 300)
+    two = gap_samples(many + at96, 96, "op-dp", point_rng(0, "gap", 96, "op-dp"), 300)
+    assert np.array_equal(one[1], two[1])
+
+
 def test_bracketed_thresholds_widen_every_interval_around_the_exact_one():
     """Seeds whose thresholds are only bracketed (a search at `resolution > 1`) enter each end of
     a CI with the end of their bracket: with the same resamples, the CIs of the capacity, of

@@ -4,6 +4,7 @@ estimate of fixed-`p` sweeps."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import defaultdict
@@ -80,6 +81,14 @@ def brackets(recs) -> np.ndarray:
     lo = np.array([r["p_star"] for r in recs], float)
     top = np.array([r["p_star"] if _censored(r) else r["p_hi"] - 1 for r in recs], float)
     return np.stack([lo, top])
+
+
+def point_rng(seed: int, *what) -> np.random.Generator:
+    """The bootstrap generator of one quantity, a pure function of `seed` and `what` (its name
+    and point, JSON-able): a row's interval depends on its own records alone, not on how many
+    draws the rows before it took."""
+    tag = hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).digest()
+    return np.random.default_rng([seed, int.from_bytes(tag[:8], "little")])
 
 
 def bootstrap_median_p(x, rng, n_boot=2000) -> np.ndarray:
@@ -215,13 +224,13 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
     criterion), with a 95% percentile-bootstrap CI over seeds, and the verdict the CI allows.
 
     Points are paired when their configs agree on everything but the fields `a` and `b` select
-    on and how the thresholds were found (`_HOW`: plan, decider); seeds are taken in seed order,
-    so the result does not depend on the order of the records.
+    on and how the thresholds were found (`_HOW`: plan, decider); seeds are taken in seed order
+    and each pair draws from its own generator (`point_rng`), so a row depends on its own records
+    alone, not on their order or on the other points.
 
     **Returns:** one dict per pair of points: `d`, `embedding`, `diff`, `ci_low`, `ci_high`,
     `verdict`, `seeds`, `seeds_to_decide`, and `setup` (the settings in which the pair differs
     from the others at the same `d`, `""` if none)."""
-    rng = np.random.default_rng(seed)
     records = normal_records(records)
     drop = set(a) | set(b)
     sel = lambda r, f: all(r["config"][k] == v for k, v in f.items()) and criterion(r["config"]) == 1.0
@@ -242,6 +251,7 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
         d, emb = cfg[k]["d"], cfg[k]["embedding"]
         xa, xb = brackets(pa.values()), brackets(pb.values())
         diff = alpha_of(d, np.median(xa[0])) - alpha_of(d, np.median(xb[0]))
+        rng = point_rng(seed, "compare", a, b, k)
         boot = _minus(
             alpha_of(d, bootstrap_median_p(xa, rng, n_boot)), alpha_of(d, bootstrap_median_p(xb, rng, n_boot))
         )
@@ -666,8 +676,7 @@ def gap_trend(records, gap, d1, d2, *, seed=0, n_boot=2000) -> dict | None:
     **Returns:** `dict(gap, d1, d2, diff, ci_low, ci_high, verdict, seeds_to_decide)`: `diff` and
     its CI are `s (gap(d1) - gap(d2))` (`s` the sign of the estimate at `d1`), the change in size
     while the gap keeps its sign; `None` where either end is missing."""
-    rng = np.random.default_rng(seed)
-    one, two = gap_samples(records, d1, gap, rng, n_boot), gap_samples(records, d2, gap, rng, n_boot)
+    one, two = (gap_samples(records, d, gap, point_rng(seed, "gap", d, gap), n_boot) for d in (d1, d2))
     if one is None or two is None:
         return None
     decided = lambda g: _above(g[1]) or _above(_signed(-1, g[1]))
@@ -708,11 +717,11 @@ def scaling_table(records, *, seed=0, n_boot=2000, band_samples=16384) -> list[d
     rows (`threshold_rows`), the transition theory's band `alpha` at P(all stored) = 0.75, 0.5
     and 0.25 (`th.transition_loads`), and every difference of `GAPS` measured there with its
     bootstrap 95% CI and verdict ("above"/"below" 0, or undecided with the seeds per side that
-    would decide it).
+    would decide it), each drawn from its own generator (`point_rng`), as `gap_trend` draws its
+    two ends.
 
     **Returns:** a list of `dict(d, op, dp, band, gaps)` sorted by `d` (`op`/`dp` `None` where
     not measured)."""
-    rng = np.random.default_rng(seed)
     full = [r for r in records if all(r["config"].get(k) == v for k, v in CERTIFIED_FULL.items())]
     rows = threshold_rows(full)
     out = []
@@ -722,7 +731,7 @@ def scaling_table(records, *, seed=0, n_boot=2000, band_samples=16384) -> list[d
         band = [float(loads.alpha_p75), float(loads.alpha_50), float(loads.alpha_p25)]
         gaps = {}
         for gap, (a, b) in GAPS.items():
-            got = gap_samples(records, d, gap, rng, n_boot)
+            got = gap_samples(records, d, gap, point_rng(seed, "gap", d, gap), n_boot)
             if got is not None:
                 n = min(at[x]["seeds"] for x in (a, b) if x != "theory")
                 gaps[gap] = _ci_verdict(*got, "above", "below", n)

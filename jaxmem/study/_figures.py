@@ -387,7 +387,8 @@ def fig_rank_study(table: dict, out) -> str:
             ]
             if th_:
                 ax.plot(*zip(*th_), "x", color=color, ms=6)
-        ax.plot(*zip(*table["curves"][d]), "--", color="0.5", lw=1, label=f"theory's threshold at d={d}")
+        style = ("--", ":", "-.")[i % 3]
+        ax.plot(*zip(*table["curves"][d]), style, color="0.5", lw=1, label=f"theory's threshold at d={d}")
     ax.plot([], [], "x", color="0.3", label=r"$\alpha_c(p_c, \kappa)$ at the row's $p_c$")
     ax.set_xlabel(r"$\kappa = m/d$")
     ax.set_ylabel(r"$\hat\alpha_c = p_c\ln p_c/d^2$")
