@@ -3,6 +3,7 @@ rank `m = kappa d`, against the theory's `alpha_c(p, kappa)`, with Adam on the s
 full-rank thresholds that bound each seed's uncertified gap.
 
     python scripts/rank.py --out runs/rank            # jaxmem.study.RANK (26 min, --jobs 2, 2 cores)
+    python scripts/rank.py --out runs/rank --large    # then RANK_LARGE: d = 48 at kappa = 0.5
     python scripts/rank.py --quick --out /tmp/rank    # the same path in under a minute
     python scripts/rank.py --out runs/rank --plan     # its units of work, for a SLURM array
     python scripts/rank.py --out runs/rank --shard 3/8   # one task of such an array
@@ -12,12 +13,19 @@ Once every unit is done it writes `rank.md`, `rank.json` and `rank.png` in `--ou
 (`jaxmem capacity DIR` reads the same records).
 """
 
-from jaxmem.study import RANK, rank_points, RANK_QUICK, write_rank
+from jaxmem.study import RANK, RANK_LARGE, rank_points, RANK_QUICK, write_rank
 from study_preset import run_preset
 
 
 def main(argv=None):
-    run_preset(__doc__, rank_points(RANK), rank_points(RANK_QUICK), write_rank, argv)
+    run_preset(
+        __doc__,
+        rank_points(RANK),
+        rank_points(RANK_QUICK),
+        write_rank,
+        argv,
+        more=dict(large=(rank_points(RANK_LARGE), "RANK_LARGE: d = 48 at kappa = 0.5, into the same folder")),
+    )
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """The command line shared by the study presets' scripts (`scaling.py`, `rank.py`): measure a
 preset's units of work into `--out` (resumable, shardable for a SLURM array, `--plan` to list
-them), then write its report once every unit is done."""
+them), then write its report once every unit is done. `--report DIR` writes the report of the
+preset's units alone, from a folder that holds more."""
 
 import argparse
 import json
+import os
 import sys
 import time
 
-from jaxmem.study import measure, Store
+from jaxmem.study import atomic_write, measure, Store
 
 
 def run_preset(doc: str, units, quick_units, write, argv=None, more=None) -> None:
@@ -20,6 +22,12 @@ def run_preset(doc: str, units, quick_units, write, argv=None, more=None) -> Non
     ap.add_argument("--plan", action="store_true", help="print the units of work and stop")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th unit from the i-th")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
+    ap.add_argument(
+        "--report",
+        metavar="DIR",
+        help="measure nothing: copy the records of this preset's units from --out (which must hold "
+        "them all) into DIR and write their report there; --out is only read",
+    )
     more = more or {}
     for name, (_, text) in more.items():
         ap.add_argument(f"--{name}", action="store_true", help=text)
@@ -36,6 +44,9 @@ def run_preset(doc: str, units, quick_units, write, argv=None, more=None) -> Non
     if a.jobs < 1:
         ap.error(f"argument --jobs: want at least 1, got {a.jobs}")
     units = quick_units if a.quick else more[chosen[0]][0] if chosen else units
+    if a.report is not None:
+        _report(ap, a, units, write)
+        return
     if a.plan:
         fields = ("d", "problem", "model", "kappa", "solver", "seeds")
         for u in units:
@@ -52,3 +63,32 @@ def run_preset(doc: str, units, quick_units, write, argv=None, more=None) -> Non
         return
     path = write(a.out)[0]
     print(f"report: {path}   ({time.perf_counter() - t0:.0f} s)")
+
+
+def _report(ap, a, units, write) -> None:
+    """`--report DIR`: the preset's records copied from `--out` into `DIR`, and their report."""
+    if a.plan:
+        ap.error("argument --report: not with --plan")
+    if os.path.realpath(a.report) == os.path.realpath(a.out):
+        ap.error("argument --report: want a folder other than --out")
+    source, dest = Store(a.out), Store(a.report)
+    found = [source.find(u) for u in units]
+    missing = sum(f is None for f in found)
+    if missing:
+        ap.error(f"argument --report: {missing} of {len(units)} units of this preset are not done in {a.out}")
+    held = set(os.listdir(dest.records_dir)) if os.path.isdir(dest.records_dir) else set()
+    other = sorted(n for n in held - {os.path.basename(path) for path, _ in found} if n.endswith(".jsonl"))
+    if other:
+        ap.error(
+            f"argument --report: {a.report} holds records of other units "
+            f"({other[0]} and {len(other) - 1} more)"
+        )
+    meta = os.path.join(a.out, "meta.json")
+    if os.path.exists(meta) and not os.path.exists(os.path.join(a.report, "meta.json")):
+        with open(meta) as f:  # the versions and device the records were measured with
+            atomic_write(os.path.join(a.report, "meta.json"), f.read())
+    dest.note_command(sys.argv)
+    for u in units:
+        dest.copy_from(source, u)
+    seconds = sum(r["seconds"] for _, recs in found for r in recs)
+    print(f"report: {write(a.report)[0]}   ({len(units)} units, {seconds:.0f} s of search in their records)")

@@ -102,14 +102,30 @@ class Store:
             return None
         return recs
 
+    def find(self, cfg: dict) -> tuple[str, list[dict]] | None:
+        """`(path, records)` of `cfg`'s valid record file (found as by `get`), else None."""
+        for c in (cfg, sweep_legacy_config(cfg), threshold_legacy_config(cfg)):
+            if c is not None and os.path.exists(self.path(c)):
+                recs = self._read(self.path(c), c)
+                return None if recs is None else (self.path(c), recs)
+        return None
+
     def get(self, cfg: dict) -> list[dict] | None:
         """The records of `cfg` if its file is there and valid, else None. A config is also
         found under the older form it had where it ran the same (`sweep_legacy_config`,
         `threshold_legacy_config`), so a resumed folder runs nothing twice."""
-        for c in (cfg, sweep_legacy_config(cfg), threshold_legacy_config(cfg)):
-            if c is not None and os.path.exists(self.path(c)):
-                return self._read(self.path(c), c)
-        return None
+        found = self.find(cfg)
+        return None if found is None else found[1]
+
+    def copy_from(self, source: Store, cfg: dict) -> None:
+        """Copy `cfg`'s valid record file (found as by `get`) from the folder `source` into
+        this one, under its own name; `ValueError` where `source` has none."""
+        found = source.find(cfg)
+        if found is None:
+            raise InvalidArgument(f"cfg: no valid records of this unit under {source.out!r}")
+        self._clean()
+        with open(found[0]) as f:
+            atomic_write(os.path.join(self.records_dir, os.path.basename(found[0])), f.read())
 
     def done(self, cfg: dict) -> bool:
         return self.get(cfg) is not None

@@ -195,22 +195,22 @@ class ScalingSpec(eqx.Module):
         _points("dp", self.dp, self.group)
 
 
-# The CPU scaling study (170 min on the 2-core machine: 65 for the points to the DP at d = 64 and
-# the OP at 128, 28 more for the DP at d = 96, 77 for the DP at d = 128; README, "Measured: OP
-# against DP at scale"). Seeds: 64 where a point takes minutes (95% CIs of OP - DP about 0.01
-# wide from d = 48; at d = 16 and 24 one step of p is 0.02 and 0.014 in alpha, so no number of
-# seeds narrows the CI below it); 32 at d = 96 and 128, where the OP's point took 14 and 24
-# minutes and the DP's 27 and 76. The DP at d = 128 runs in groups of 4 seeds, whose candidates
-# (7.3 GB) are held in memory; 16 seeds' (29 GB) would be generated at every pass.
+# The CPU scaling study: every `d` of both problems in under 3 hours on the 2-core machine (157
+# min: the sum of its units' search times in `docs/scaling`; README, "Measured: OP against DP at
+# scale"). Seeds: 64 where a point takes minutes; at d = 16, 24 and 32 one step of `p` is 0.02,
+# 0.014 and 0.008 in `alpha`, so no number of seeds narrows the 95% CIs of the differences to
+# 0.01, and at d = 48 the 64 seeds give 0.016 (OP - DP). From d = 64 every difference's CI is at
+# most 0.010 wide: 32 seeds at d = 96, 16 at 128 (the DP's in groups of 4, whose candidates,
+# 7.3 GB, are held in memory; 16 seeds' would be generated at every pass), 8 at 192 and 256
+# (groups of 4; a group took 280 to 394 s at d = 192, 678 to 1101 s at 256).
 SCALING = ScalingSpec(
-    op=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32)),
-    dp=((16, 64), (24, 64), (32, 64), (48, 64), (64, 64), (96, 32), (128, 32, 4)),
+    op=((16, 64), (24, 64), (32, 64), (48, 128), (64, 64), (96, 32), (128, 16), (192, 8, 4), (256, 8, 4)),
+    dp=((16, 64), (24, 64), (32, 64), (48, 128), (64, 64), (96, 32), (128, 16, 4)),
 )
 
-# The OP beyond d = 128, in groups of 4 seeds, measured into the same folder after `SCALING`
-# (`scripts/scaling.py --large`; about 163 min): a group took 280 to 394 s at d = 192, 678 to
-# 1101 s at d = 256.
-SCALING_LARGE = ScalingSpec(op=((192, 32, 4), (256, 32, 4)), dp=())
+# More seeds where `SCALING` has few: 32 at d = 128 (OP and DP), 192 and 256 (OP), into the same
+# folder (`scripts/scaling.py --more`; its 17 units beyond `SCALING`'s took 173 min).
+SCALING_MORE = ScalingSpec(op=((128, 32), (192, 32, 4), (256, 32, 4)), dp=((128, 32, 4),))
 
 # The OP at accelerator sizes (`scripts/scaling.py --accelerator`, one GPU). A group's working
 # set holds `p0 k d` float32 candidates per instance: 10.6 GB for 4 at d = 512, 18.3 GB for one
@@ -265,6 +265,9 @@ class RankSpec(eqx.Module):
 # per point: with 32 the DP's CI at kappa = 0.5 was 0.036 wide, the others at most 0.030. Not
 # d = 48: one 16-seed rank-m unit there ran for more than 16 minutes without finishing.
 RANK = RankSpec(points=((32, (0.25, 0.5, 0.75), 48),), adam=((32, 16),))
+
+# d = 48 at kappa = 0.5, OP and DP, 16 seeds, into the same folder (`scripts/rank.py --large`).
+RANK_LARGE = RankSpec(points=((48, (0.5,), 16),), adam=())
 
 # The same path in under a minute (tests, and `scripts/rank.py --quick`).
 RANK_QUICK = RankSpec(points=((8, (0.5,), 8),), adam=((8, 4),), steps=500)
