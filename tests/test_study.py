@@ -213,7 +213,7 @@ def test_scaling_gaps_are_differences_of_medians_with_the_theory_at_the_same_p()
     assert gap_samples(_synthetic(64, "op", [500]), 64, "op-theory", rng) is None
 
 
-def test_a_rows_interval_depends_on_its_own_records_alone():
+def test_a_rows_interval_depends_on_its_own_records_alone(monkeypatch):
     """Each row's bootstrap draws come from its own generator (`point_rng`): more seeds at
     another `d` leave a row's OP - DP interval as it is, and a trend's ends are the rows'."""
     from jaxmem.study import compare, gap_samples
@@ -230,9 +230,23 @@ def test_a_rows_interval_depends_on_its_own_records_alone():
         r for r in compare(recs, {"problem": "op"}, {"problem": "dp"}, n_boot=300) if r["d"] == 96
     )
     assert row(few + at96) == row(many + at96) == row(at96)
-    one = gap_samples(few + at96, 96, "op-dp", point_rng(0, "gap", 96, "op-dp"), 300)
-    two = gap_samples(many + at96, 96, "op-dp", point_rng(0, "gap", 96, "op-dp"), 300)
-    assert np.array_equal(one[1], two[1])
+    import jaxmem.study._analysis as analysis
+
+    drawn = []
+    real = analysis.gap_samples
+
+    def spy(records, d, gap, rng, n_boot):
+        drawn.append((d, real(records, d, gap, rng, n_boot)[1]))
+        return real(records, d, gap, point_rng(0, "gap", d, gap), n_boot)
+
+    monkeypatch.setattr(analysis, "gap_samples", spy)
+    analysis.gap_trend(few + at96, "op-dp", 64, 96, n_boot=300)
+    monkeypatch.undo()
+    for d, samples in drawn:  # each end drew what the table's row at its `d` draws
+        assert np.array_equal(
+            samples, gap_samples(few + at96, d, "op-dp", point_rng(0, "gap", d, "op-dp"), 300)[1]
+        )
+    assert [d for d, _ in drawn] == [64, 96]
 
 
 def test_bracketed_thresholds_widen_every_interval_around_the_exact_one():

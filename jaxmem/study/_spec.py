@@ -195,14 +195,14 @@ class ScalingSpec(eqx.Module):
         _points("dp", self.dp, self.group)
 
 
-# The CPU scaling study: every `d` of both problems in under 3 hours on the 2-core machine (157
+# The CPU scaling study: every `d` of both problems in under 3 hours on the 2-core machine (163
 # min: the sum of its units' search times in `docs/scaling`; README, "Measured: OP against DP at
-# scale"). Seeds: 64 where a point takes minutes; at d = 16, 24 and 32 one step of `p` is 0.02,
-# 0.014 and 0.008 in `alpha`, so no number of seeds narrows the 95% CIs of the differences to
-# 0.01, and at d = 48 the 64 seeds give 0.016 (OP - DP). From d = 64 every difference's CI is at
-# most 0.010 wide: 32 seeds at d = 96, 16 at 128 (the DP's in groups of 4, whose candidates,
-# 7.3 GB, are held in memory; 16 seeds' would be generated at every pass), 8 at 192 and 256
-# (groups of 4; a group took 280 to 394 s at d = 192, 678 to 1101 s at 256).
+# scale"). Seeds: 64 where a point takes minutes; at d = 16, 24 and 32 one step of `p` is 0.020,
+# 0.010 and 0.006 in `alpha`, and the 95% CIs of the differences are 0.02 to 0.04 wide; at
+# d = 48, 128 seeds give 0.012 (OP - DP). From d = 64 every difference's CI is at most 0.010
+# wide: 32 seeds at d = 96, 16 at 128 (the DP's in groups of 4, whose candidates, 7.3 GB, are
+# held in memory; 16 seeds' would be generated at every pass), 8 at 192 and 256 (groups of 4;
+# a group took 280 to 394 s at d = 192, 678 to 1101 s at 256).
 SCALING = ScalingSpec(
     op=((16, 64), (24, 64), (32, 64), (48, 128), (64, 64), (96, 32), (128, 16), (192, 8, 4), (256, 8, 4)),
     dp=((16, 64), (24, 64), (32, 64), (48, 128), (64, 64), (96, 32), (128, 16, 4)),
@@ -262,8 +262,8 @@ class RankSpec(eqx.Module):
 
 
 # The CPU rank study (`scripts/rank.py`; README, "Measured: rank-constrained memories"). Seeds: 48
-# per point: with 32 the DP's CI at kappa = 0.5 was 0.036 wide, the others at most 0.030. Not
-# d = 48: one 16-seed rank-m unit there ran for more than 16 minutes without finishing.
+# per point: with 32 the DP's CI at kappa = 0.5 was 0.036 wide, the others at most 0.030. d = 48
+# is `RANK_LARGE`: its two rank-m units took 11 and 15 minutes, past this preset's 30.
 RANK = RankSpec(points=((32, (0.25, 0.5, 0.75), 48),), adam=((32, 16),))
 
 # d = 48 at kappa = 0.5, OP and DP, 16 seeds, into the same folder (`scripts/rank.py --large`).
