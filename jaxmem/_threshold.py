@@ -38,15 +38,7 @@ from .solvers._decide import (
     verify,
 )
 from .solvers._dispatch import decider_parts
-from .solvers._runner import bucket, gather, init_states, run_ensemble, scatter
-
-
-# A certified search whose steps cost less than this (P^2 d per instance, 4x for the DP's
-# per-input candidates, 4x again for a rank-m decision, whose bilinear steps run up to
-# `rank_max_iter`: a d = 32 rank-m unit took 79 s compacting, 493 s whole) compiles one batch
-# size: on the 2-core CPU a compilation there costs more than the steps compaction saves
-# (measured on the demo's units: d <= 32 OP, d <= 24 DP).
-_SMALL_WORK = 4e6
+from .solvers._runner import bucket, BUCKET_BASE, gather, init_states, run_ensemble, scatter, worth_compacting
 
 
 class SearchPlan(eqx.Module):
@@ -274,12 +266,6 @@ class Brackets:
 # (at d = 96, 16 seeds, a gather of all of them would copy 8.6 GB).
 _HELD_GROUP = 4
 
-# A certified search compacts into buckets of powers of _BUCKET_BASE: each bucket compiles its own
-# chunk, start and certificate programs (1.7 s for a working-set chunk at d = 48); with powers of
-# two those compiles took 18 of the 44 s of a 16-seed OP search there, with powers of four it took
-# 39 s, and with no compaction 49 s (benchmarks/README.md, "Cheaper passes, fewer compiles").
-_BUCKET_BASE = 4
-
 
 def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, t0) -> None:
     """All of a batch's decisions in one compacting run: when a seed's decision finishes it is
@@ -290,7 +276,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     rank phase). The constraints are padded to the
     multiple of `plan.pad` that the running proposals need, up or down (a seed's sequence of
     `p`, hence its decisions, is that of a round-by-round search). Where a step is cheap
-    (`_SMALL_WORK`) a compilation costs more than the steps it saves: there the batch is neither
+    (`worth_compacting`) a compilation costs more than the steps it saves: there the batch is neither
     compacted nor re-padded down, so each padding compiles one program. A batch that holds its DP
     candidates (`DeciderParts.holds`) runs whole until its running instances fit a smaller bucket
     (a quarter of it at most), which then copies only their candidates at every chunk, and it
@@ -315,11 +301,11 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     # a batch that does not hold its candidates never starts holding them
     held = parts.holds(inst)
     shown = [time.perf_counter()]
-    big = lambda P: P * P * d * (1 if tasks.shared else 4) * (1 if rank is None else 4) >= _SMALL_WORK
+    big = lambda P: worth_compacting(P, d, shared=tasks.shared, factored=rank is not None)
     compact = big(P)
 
     def padded(idx, compacted=compact):
-        size = bucket(idx.size, n, _BUCKET_BASE) if compacted else n
+        size = bucket(idx.size, n, BUCKET_BASE) if compacted else n
         return jnp.asarray(np.concatenate([idx, np.full(size - idx.size, idx[-1])]))
 
     def certify(done, inst, st):
@@ -377,7 +363,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         return inst, st, again
 
     run_ensemble(
-        solver, inst, chunk=parts.chunk, refill=refill, compact=compact, base=_BUCKET_BASE, early=True
+        solver, inst, chunk=parts.chunk, refill=refill, compact=compact, base=BUCKET_BASE, early=True
     )
 
 

@@ -57,6 +57,28 @@ class AbstractEnsembleSolver(eqx.Module):
         return jnp.asarray(np.iinfo(np.int32).max, jnp.int32)
 
 
+# A batch of decisions whose steps cost less than this (P^2 d per instance, 4x for the DP's
+# per-input candidates, 4x again for a rank-m decision, whose bilinear steps run up to
+# `rank_max_iter`: a d = 32 rank-m unit took 79 s compacting, 493 s whole) compiles one batch
+# size: on the 2-core CPU a compilation there costs more than the steps compaction saves
+# (measured on the demo's units: d <= 32 OP, d <= 24 DP).
+SMALL_WORK = 4e6
+
+# Batches worth compacting are compacted into buckets of powers of BUCKET_BASE: each bucket
+# compiles its own chunk, start and certificate programs (1.7 s for a working-set chunk at
+# d = 48); with powers of two those compiles took 18 of the 44 s of a 16-seed OP search there,
+# with powers of four it took 39 s, and with no compaction 49 s (benchmarks/README.md, "Cheaper
+# passes, fewer compiles").
+BUCKET_BASE = 4
+
+
+def worth_compacting(P: int, d: int, *, shared: bool, factored: bool) -> bool:
+    """Whether a batch of decisions on `P` padded rows in dimension `d` should drop its finished
+    instances between chunks (`SMALL_WORK`): its steps cost more than the compilations of the
+    smaller buckets."""
+    return P * P * d * (1 if shared else 4) * (4 if factored else 1) >= SMALL_WORK
+
+
 def bucket(n: int, cap: int, base: int = 2) -> int:
     """The smallest power of `base` `>= n`, at most `cap`."""
     size = 1
