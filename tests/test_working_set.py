@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import jaxmem as jm
 import numpy as np
 import pytest
-from jaxmem import _threshold, search_thresholds, SearchPlan
+from jaxmem import search_thresholds, SearchPlan
 from jaxmem.solvers import (
     _dispatch,
     _runner,
@@ -310,7 +310,7 @@ def test_a_search_that_holds_its_candidates_decides_as_one_that_generates_them(m
     # where steps are costly the held batch compacts once its running instances fit a smaller
     # bucket (here: one of four), and decides the same
     monkeypatch.setattr(_working_set, "HOLD_BYTES", 2**30)
-    monkeypatch.setattr(_threshold, "_SMALL_WORK", 0)
+    monkeypatch.setattr(_runner, "SMALL_WORK", 0)
     sizes, chunk = [], _runner._chunk
     monkeypatch.setattr(_runner, "_chunk", lambda *a: sizes.append((a[4].size, a[6])) or chunk(*a))
     compacting = search_thresholds(tasks, plan=plan, decide_config=cfg)
