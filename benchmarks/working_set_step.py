@@ -5,8 +5,9 @@ the working set's multiplier bound). With `--pieces`, an inner iteration of one 
 against its share of the batch's, the parts of an inner iteration timed alone (the L-BFGS
 direction, the margins of a direction, the adjoint, the L-BFGS update) for the batch and for
 one instance alone, the adjoint's last product also as a transpose and a matmul (`tmatmul`'s
-alternative), and for the OP the margins formed by a gather from the targets instead of from the
-gathered candidates.
+alternative), for the OP the margins formed by a gather from the targets instead of from the
+gathered candidates, and one plain read of the gathered candidates (the memory-bandwidth floor of
+the margins and of the adjoint, which read them once each).
 
     python benchmarks/working_set_step.py --d 128 --p 1850 --problem op --n 8
 """
@@ -57,6 +58,7 @@ def pieces_ms(inst, st, problem):
         return jnp.matmul(X.T, E, precision=HIGHEST)
 
     parts = dict(
+        read=lambda i, s: jnp.sum(s.C, axis=-1),  # the gathered candidates read once, nothing else
         direction=lambda i, s: lbfgs_direction(s.opt),
         margins=lambda i, s: op(i, s).apply(s.opt.X),
         adjoint=lambda i, s: op(i, s).adjoint(s.opt.M),
@@ -128,6 +130,12 @@ def main():
             got = pieces_ms(*x, a.problem)
             ms.update({f"{k} ({label})": v for k, v in got.items()})
             alt = f" (gathered from the targets: {got['gathered']:.1f} ms)" if "gathered" in got else ""
+            gb = x[1].C.size * x[1].C.dtype.itemsize / 1e9
+            rate = lambda name: f"{gb / got[name] * 1e3:.1f} GB/s"
+            print(
+                f"the (p, k, d) candidates, {label}: {gb:.2f} GB; one plain read {got['read']:.1f} ms "
+                f"({rate('read')}), margins of a direction {rate('margins')}, adjoint {rate('adjoint')}"
+            )
             print(
                 f"pieces of an inner iteration, {label}: direction {got['direction']:.1f} ms, margins "
                 f"of a direction {got['margins']:.1f} ms{alt}, adjoint {got['adjoint']:.1f} ms (as a "
