@@ -73,8 +73,8 @@ class DecideConfig(eqx.Module):
     - `memory`: L-BFGS history length.
     - `chunk`: the most steps per jitted chunk between compactions of the ensemble (iterations
       of the dense decider; working-set steps of up to `outer_every` inner iterations). A chunk
-      also ends where an instance finishes, which then leaves the batch or takes its next
-      decision.
+      also ends where an instance finishes, which then takes its next decision, or leaves the
+      batch where the batch is worth compacting (`worth_compacting`; otherwise it is frozen).
     - `rank_window`, `rank_progress`: the rank-`m` phase of a factored memory stops, undecided,
       when its squared hinge has fallen by less than `rank_progress` of itself over
       `rank_window` iterations (a stalled local search). Measured at d = 32 (8 seeds per
