@@ -25,6 +25,7 @@ from .._loss import use_stream
 from .._tasks import Task
 from .._validate import InvalidArgument
 from ._lbfgs import HIGHEST, Linear, Streamed, tmatmul
+from ._runner import BUCKET_BASE, worth_compacting
 
 
 class Constraints(eqx.Module):
@@ -296,3 +297,19 @@ class StreamedConstraints(eqx.Module):
 
         total = self.fold([U], fn, jnp.zeros((), U.dtype), lambda R: (), lambda carry, rc, r, rows: carry)
         return jnp.sqrt(total / (self.p * (self.p - 1)))
+
+
+def compaction(cons: Constraints | StreamedConstraints, *, factored: bool = False) -> dict:
+    """`run_ensemble`'s `compact` and `base` for a batch of decisions on `cons` (leading ensemble
+    axis): a batch worth compacting (`worth_compacting`) drops its finished instances into
+    buckets of powers of `BUCKET_BASE`; one whose DP candidates are held runs whole, as a
+    compacting runner would copy them at every chunk.
+
+    **Returns:** `dict(compact=..., base=...)`."""
+    _, P, d = cons.inputs.shape
+    if isinstance(cons, StreamedConstraints):
+        shared, held = cons.task.shared, cons.held
+    else:  # batched: OP candidates (n, P, d), DP candidates (n, P, P, d)
+        shared, held = cons.candidates.ndim == cons.inputs.ndim, False
+    worth = worth_compacting(P, d, shared=shared, factored=factored)
+    return dict(compact=worth and not held, base=BUCKET_BASE)

@@ -38,7 +38,7 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from .._validate import check_int, check_real, InvalidArgument
-from ._constraints import Constraints, StreamedConstraints
+from ._constraints import compaction, Constraints, StreamedConstraints
 from ._lbfgs import (
     Bilinear,
     hinge_summary,
@@ -46,7 +46,7 @@ from ._lbfgs import (
     margin_bound,
     residual,
 )
-from ._runner import AbstractEnsembleSolver, BUCKET_BASE, run_ensemble, worth_compacting
+from ._runner import AbstractEnsembleSolver, run_ensemble
 
 
 STORABLE, UNSTORABLE, UNDECIDED = 0, 1, 2
@@ -373,16 +373,14 @@ def decide_constraints(
     for full rank; `W0` warm starts (default zero)."""
     solver, inst = decision_instances(cons, rank=rank, W0=W0, config=config)
     st, _ = run_ensemble(
-        solver, inst, chunk=config.chunk, progress=progress, early=True, **_compaction(cons, rank)
+        solver,
+        inst,
+        chunk=config.chunk,
+        progress=progress,
+        early=True,
+        **compaction(cons, factored=rank is not None),
     )
     return conclude(solver, inst, st)
-
-
-def _compaction(cons, rank) -> dict:
-    """`run_ensemble`'s `compact` and `base` for a batch of decisions on `cons` (`worth_compacting`)."""
-    _, P, d = cons.inputs.shape
-    shared = cons.task.shared if isinstance(cons, StreamedConstraints) else not cons.decoupled
-    return dict(compact=worth_compacting(P, d, shared=shared, factored=rank is not None), base=BUCKET_BASE)
 
 
 def decision_instances(cons, *, rank=None, W0=None, config: DecideConfig = DecideConfig()):
@@ -428,7 +426,7 @@ def conclude(solver: Decider, inst: DecisionInstance, st: _State) -> Decision:
                 DecisionInstance(sub, to64(W[idx]), ranks[idx]),
                 chunk=config.chunk,
                 early=True,
-                **_compaction(sub, None),
+                **compaction(sub),
             )
             W64 = np.asarray(solver.weight(st64))
             return np.asarray(st64.status), np.asarray(st64.total), W64, verify(sub, W64, config.tol)

@@ -25,9 +25,9 @@ import jax.numpy as jnp
 from .._models import resolve_kappa
 from .._tasks import Task
 from .._validate import InvalidArgument
-from ._constraints import batch_constraints, task_prefixes
+from ._constraints import batch_constraints, compaction, task_prefixes
 from ._decide import conclude, DecideConfig, Decision, decision_instances, resize_states
-from ._runner import BUCKET_BASE, run_ensemble, worth_compacting
+from ._runner import run_ensemble
 from ._working_set import (
     conclude_working_set,
     drop_candidates,
@@ -143,9 +143,6 @@ def decide(
     m, _ = resolve_kappa(model, d, kappa)
     parts = decider_parts(config, d=d, problem=tasks.problem, rank=m if model == "factored" else None)
     solver, inst = parts.instances(tasks, jnp.asarray(ps), int(ps.max()), W0=W0)
-    P = int(ps.max())
-    compact = not parts.holds(inst) and worth_compacting(
-        P, d, shared=tasks.shared, factored=model == "factored"
-    )
-    st, _ = run_ensemble(solver, inst, chunk=parts.chunk, compact=compact, base=BUCKET_BASE, early=True)
+    how = compaction(inst.cons, factored=model == "factored")
+    st, _ = run_ensemble(solver, inst, chunk=parts.chunk, early=True, **how)
     return parts.conclude(solver, inst, st)

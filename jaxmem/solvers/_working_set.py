@@ -56,7 +56,7 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from .._validate import check_int
-from ._constraints import HIGHEST, StreamedConstraints
+from ._constraints import compaction, HIGHEST, StreamedConstraints
 from ._decide import (
     continue_in_float64,
     DecideConfig,
@@ -69,7 +69,7 @@ from ._decide import (
     UNSTORABLE,
 )
 from ._lbfgs import LBFGS, Linear, margin_bound, tmatmul
-from ._runner import AbstractEnsembleSolver, BUCKET_BASE, run_ensemble, worth_compacting
+from ._runner import AbstractEnsembleSolver, run_ensemble
 
 
 # An instance stops to have its working set doubled (status _GROW) once an input has had more
@@ -422,14 +422,6 @@ def verify_working_set(inst: _WSInstance, st: _WSState, tol: float):
     return status, margin, bound
 
 
-def _compaction(cons: StreamedConstraints) -> dict:
-    """`run_ensemble`'s `compact` and `base` for a batch on `cons`: held candidates run whole, as a
-    compacting runner would copy them at every chunk; otherwise `worth_compacting`."""
-    _, P, d = cons.inputs.shape
-    worth = worth_compacting(P, d, shared=cons.task.shared, factored=False)
-    return dict(compact=not cons.held and worth, base=BUCKET_BASE)
-
-
 def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSState) -> Decision:
     """Certify finished instances in float64 (`verify_working_set`); a float32 near-tie whose
     certificate fails its recheck, or an instance whose margins float32 no longer resolves
@@ -447,7 +439,7 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
         sub = jax.tree.map(lambda x: x[grow], inst)
         sub = _WSInstance(sub.cons, jnp.asarray(W[grow], W.dtype))
         bigger = WorkingSetDecider(config, k)
-        st2, _ = run_ensemble(bigger, sub, chunk=config.chunk, early=True, **_compaction(sub.cons))
+        st2, _ = run_ensemble(bigger, sub, chunk=config.chunk, early=True, **compaction(sub.cons))
         dec = conclude_working_set(bigger, sub, st2)
         status[grow], margin[grow], bound[grow] = dec.status, dec.margin, dec.margin_bound
         iterations[grow] += dec.iterations
@@ -462,7 +454,7 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
 
         def rerun(idx):
             sub = _WSInstance(cast64(jax.tree.map(lambda x: x[idx], inst.cons)), to64(W[idx]))
-            st64, _ = run_ensemble(solver, sub, chunk=config.chunk, early=True, **_compaction(sub.cons))
+            st64, _ = run_ensemble(solver, sub, chunk=config.chunk, early=True, **compaction(sub.cons))
             checked = verify_working_set(sub, st64, config.tol)
             return np.asarray(st64.status), np.asarray(st64.total), np.asarray(st64.opt.X), checked
 
