@@ -23,6 +23,7 @@ from ._tasks import (
 )
 from ._threshold import median_capacity, median_ci, search_thresholds, SearchPlan, Thresholds
 from ._train import AdamProtocol, padded_size, Run, train, TrainConfig, TrainInstance
+from ._validate import InvalidArgument
 from .solvers import (
     AbstractEnsembleSolver,
     choose_decider,

@@ -23,6 +23,7 @@ from jax import lax
 from jaxtyping import Array, Bool, Float
 
 from ._tasks import Task
+from ._validate import check_shape
 
 
 class Scores(eqx.Module):
@@ -31,6 +32,10 @@ class Scores(eqx.Module):
     target: Float[Array, " p"]
     best: Float[Array, " p"]
     stored: Bool[Array, " p"]
+
+
+def _check_V(V, task: Task) -> None:
+    check_shape("V", V, (task.p, task.inputs.shape[-1]), "p, d: the projections E W^T")
 
 
 def dense_scores(
@@ -42,6 +47,7 @@ def dense_scores(
 
     **Returns:** the `(p, p)` matrix `s[mu, rho] = c^(mu)_rho . v_mu`.
     """
+    _check_V(V, task)
     return task.score_matrix(V, precision)
 
 
@@ -170,6 +176,7 @@ def stream_ce(
 
     **Returns:** `(loss, Scores)`, as `dense_ce`.
     """
+    _check_V(V, task)
     block = int(min(block, task.p))
     n = jnp.asarray(task.p if n is None else n, jnp.int32)
     return _stream(V, task, n, block, precision, row_block)
@@ -206,6 +213,7 @@ def cross_entropy(
     **Returns:** `(loss, Scores)`: the mean cross-entropy (differentiable in `V`) and the per-input
     outcome.
     """
+    _check_V(V, task)
     if use_stream(task, stream):
         return stream_ce(V, task, n=n, block=block, precision=precision)
     return dense_ce(V, task, n=n, precision=precision)

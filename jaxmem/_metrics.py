@@ -12,6 +12,7 @@ from jax import lax
 
 from ._loss import scores
 from ._tasks import Task
+from ._validate import check_shape
 from .solvers import to64
 
 
@@ -53,6 +54,8 @@ def metrics(model, task: Task, tie_rtol=TIE_RTOL, n=None) -> Metrics:
 
     **Returns:** `Metrics`.
     """
+    d = task.inputs.shape[-1]
+    check_shape("model", jax.eval_shape(model.weight), (d, d), "its weight W: d x d, as the task's d")
     V, sc = scores_of(model, task, n=n)
     real = jnp.arange(task.p) < (task.p if n is None else n)
     sigma = jnp.linalg.norm(V, axis=1)
@@ -94,6 +97,9 @@ def ensemble_metrics(
     arrays).
     """
     P = tasks.inputs.shape[-2]
+    shape = (tasks.inputs.shape[0], tasks.inputs.shape[-1], tasks.inputs.shape[-1])
+    weights = jax.eval_shape(lambda: jax.vmap(lambda m: m.weight())(models))
+    check_shape("models", weights, shape, "their weights: n tasks, d, d")
     n = P if n is None else n
     real = jnp.asarray(n, jnp.int32)
     met = jax.tree.map(np.array, _ensemble_metrics(models, tasks, batch_size, tie_rtol, real))

@@ -316,6 +316,12 @@ def dp_candidates(task: AbstractTask, mu, rho) -> Float[Array, "... d"]:
 
     **Returns:** the candidates, shape `broadcast(mu, rho) + (d,)`.
     """
+    try:
+        np.broadcast_shapes(np.shape(mu), np.shape(rho))
+    except ValueError:
+        raise InvalidArgument(
+            f"mu and rho must broadcast together, got shapes {np.shape(mu)} and {np.shape(rho)}"
+        ) from None
     mu, rho = jnp.broadcast_arrays(jnp.asarray(mu), jnp.asarray(rho))
     if task.shared:
         return jnp.broadcast_to(task.targets[rho], mu.shape + (task.d,))

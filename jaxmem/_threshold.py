@@ -28,7 +28,7 @@ from jax import lax
 from ._models import Factored, FullRank
 from ._tasks import alpha_of, p_from_alpha, Task
 from ._train import AdamProtocol, TrainConfig, TrainInstance
-from ._validate import check_int, check_real, InvalidArgument
+from ._validate import check_int, check_real, check_shape, InvalidArgument
 from .solvers._constraints import batch_constraints
 from .solvers._decide import (
     DecideConfig,
@@ -535,6 +535,8 @@ def median_capacity(lo, hi, d: int, level: float = 0.95, censored=None) -> dict:
     only known to be at least `lo`) enters the upper end as `+inf`, so an upper end that reaches
     it is open (`inf`).
     """
+    check_shape("lo", lo, (None,), "one per seed")
+    check_shape("hi", hi, np.shape(lo), "as lo")
     lo, hi = np.asarray(lo), np.asarray(hi)
     n = lo.size
     top = np.asarray(hi - 1, float)

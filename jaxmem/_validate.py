@@ -86,6 +86,27 @@ def check_real_if_scalar(name: str, value, **bounds) -> None:
         check_real(name, value, **bounds)
 
 
+def check_shape(name: str, value, shape: tuple, what: str = "") -> tuple:
+    """`value`'s shape, which must match `shape` (`None` matches any size): an array (numpy,
+    jax, traced) or anything `np.shape` reads; a string or an object is refused. `what` names
+    the axes in the message (e.g. "n tasks, d, d").
+
+    **Returns:** the shape."""
+    want = (
+        "("
+        + ", ".join("any" if s is None else str(s) for s in shape)
+        + ("," if len(shape) == 1 else "")
+        + ")"
+    )
+    want += f" ({what})" if what else ""
+    if isinstance(value, (str, bytes)) or not (hasattr(value, "shape") or isinstance(value, (list, tuple))):
+        raise InvalidArgument(f"{name} must be an array of shape {want}, got {type(value).__name__}")
+    got = tuple(np.shape(value))
+    if len(got) != len(shape) or any(s is not None and s != g for s, g in zip(shape, got)):
+        raise InvalidArgument(f"{name} must have shape {want}, got {got}")
+    return got
+
+
 def check_positive(name: str, value) -> float:
     """A finite real number `> 0`."""
     return check_real(name, value, low=0.0, low_open=True)
@@ -99,7 +120,8 @@ def check_choice(name: str, value, choices) -> str:
 
 
 def rank_of(d: int, *, m: int | None = None, kappa: float | None = None) -> int:
-    """The rank `m` from `m` or `kappa = m / d` (rounded, at least 1); validates both.
+    """The rank `m` from `m` or `kappa = m / d` (rounded); validates both. A `kappa` with
+    `kappa d < 1/2`, which rounds to no rank at all, is refused rather than run at rank 1.
 
     This is the one place where `round(kappa * d)` is computed.
 
@@ -112,8 +134,17 @@ def rank_of(d: int, *, m: int | None = None, kappa: float | None = None) -> int:
         raise InvalidArgument("give the rank as m or as kappa, not both")
     if m is not None:
         return check_int("m", m, 1, d)
+    if kappa is not None and type(kappa).__name__.endswith("Tracer"):
+        raise InvalidArgument(
+            "kappa sets the rank m = round(kappa d), a shape: give it as a concrete number, not a traced one"
+        )
     kappa = 1.0 if kappa is None else check_real("kappa", kappa, low=0.0, high=1.0, low_open=True)
-    return max(1, round(kappa * d))
+    if kappa * d < 0.5:  # would round to rank 0: refused, never run silently at rank 1
+        raise InvalidArgument(
+            f"kappa = {kappa:g} gives kappa d = {kappa * d:.3g} at d = {d}, which rounds below rank 1: "
+            f"use kappa >= {1 / d:.4g} (rank 1) or more"
+        )
+    return round(kappa * d)
 
 
 def available_bytes() -> int:

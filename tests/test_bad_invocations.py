@@ -46,6 +46,7 @@ BAD = [
     ("--seeds", "capacity --d 16 --seeds 0 --out X"),
     ("--tol", "capacity --d 16 --tol -1 --out X"),
     ("--kappa", "capacity --d 16 --model factored --out X"),
+    ("kappa = 0.01", "capacity --d 8 --model factored --kappa 0.01 --seeds 2 --out X"),
     ("kappa", "capacity --d 16 --kappa 0.5 --out X"),
     ("--shard", "capacity --d 16 --shard 2/2 --out X"),
     ("--criterion", "capacity --d 16 --solver adam --criterion accuracy:1.5 --out X"),

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from .._models import resolve_kappa
 from .._tasks import Task
-from .._validate import InvalidArgument
+from .._validate import check_shape, InvalidArgument
 from ._constraints import batch_constraints, compaction, task_prefixes
 from ._decide import conclude, DecideConfig, Decision, decision_instances, resize_states
 from ._runner import run_ensemble
@@ -141,6 +141,8 @@ def decide(
             "config.stream: a factored memory is decided on dense constraints only (stream=True streams them)"
         )
     m, _ = resolve_kappa(model, d, kappa)
+    if W0 is not None:
+        check_shape("W0", W0, (ps.shape[0], d, d), "n tasks, d, d")
     parts = decider_parts(config, d=d, problem=tasks.problem, rank=m if model == "factored" else None)
     solver, inst = parts.instances(tasks, jnp.asarray(ps), int(ps.max()), W0=W0)
     how = compaction(inst.cons, factored=model == "factored")

@@ -74,6 +74,10 @@ def point_configs(
     seeds = check_int("seeds", seeds, 1, 1_000_000)
     seed0 = check_int("seed0", seed0, 0, 2**31 - 1)
     group = check_int("group", group, 1)
+    if model == "factored" and kappa is None:
+        raise InvalidArgument(
+            "kappa is required with model 'factored' (the rank m = kappa d; 1 is full rank)"
+        )
     _, kappa = resolve_kappa(model, d, kappa)
     if solver != "adam" and adam_config.accuracy != 1.0:
         raise InvalidArgument("an accuracy criterion is Adam's (solver 'adam'); a certificate is for all")

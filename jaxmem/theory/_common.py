@@ -127,7 +127,8 @@ def float64(fn=None, /, **domain: Domain):
     Python numbers (so the functions' own argument checks see them). Derivatives are taken
     with respect to the floating dynamic inputs. `domain` gives the valid values of named
     arguments: a concrete value outside raises `InvalidArgument` naming it, and a traced one
-    makes every floating output NaN (a function with a status reports it there too).
+    makes every floating output NaN (a function with a status reports it there too), and so
+    its derivatives: a tangent is NaN wherever its output is.
 
     **Arguments:** `fn`: the function (omitted when called with `domain` only, as a decorator
     factory); `domain`: `Domain`s by argument name."""
@@ -189,8 +190,13 @@ def float64(fn=None, /, **domain: Domain):
             t_leaves = [np.zeros(np.shape(x), jax.dtypes.float0) for x in leaves]
             for k, i in enumerate(inexact):
                 t = jnp.zeros(leaves[i].shape, leaves[i].dtype)
+                invalid = jnp.isnan(leaves[i])
                 for j, a in enumerate(fidx):
+                    # an invalid value has no derivative: NaN in the Jacobian itself (not in
+                    # the tangent, whose constant NaN reverse mode would drop), never the 0 of
+                    # the masking `where`
                     J = jac[k][j].astype(leaves[i].dtype)
+                    J = jnp.where(invalid.reshape(invalid.shape + (1,) * (J.ndim - invalid.ndim)), jnp.nan, J)
                     ta = jnp.asarray(tangents[a], leaves[i].dtype)
                     t = t + jnp.tensordot(J, ta, axes=ta.ndim)
                 t_leaves[i] = t

@@ -8,6 +8,7 @@ The target must beat the mean of its top `k = ceil(r (p-1))` competitors; the ca
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jax.scipy.special import ndtr, ndtri
 
@@ -22,17 +23,32 @@ def _pdf(x):
     return jnp.exp(-0.5 * x * x) / jnp.sqrt(2 * jnp.pi)
 
 
+@jax.custom_jvp
+def _kappa_r(r):
+    # the upper quantile as -ndtri(r): ndtri(1 - r) loses everything once 1 - r rounds to 1
+    return _pdf(-ndtri(r)) / r
+
+
+@_kappa_r.defjvp
+def _kappa_r_jvp(primals, tangents):
+    # d kappa_r / dr = z / r - phi(z) / r^2 with z = Phi^{-1}(1 - r): -inf at r = 1, where
+    # autodiff through ndtri would give inf - inf
+    (r,), (dr,) = primals, tangents
+    z = -ndtri(r)
+    return _kappa_r(r), (z / r - _pdf(z) / (r * r)) * dr
+
+
 @float64(r=R)
 def kappa_r(r):
-    """Mean of `G ~ N(0,1)` above its `(1-r)` quantile.
+    """Mean of `G ~ N(0,1)` above its `(1-r)` quantile, `phi(z) / r` with `z = Phi^{-1}(1-r)`.
+
+    Its derivative `z / r - phi(z) / r^2` is exact, `-inf` at `r = 1`.
 
     **Arguments:** `r`: the tail fraction in `(0, 1]`.
 
     **Returns:** `kappa_r` (float64).
     """
-    r = f64(r)
-    # the upper quantile as -ndtri(r): ndtri(1 - r) loses everything once 1 - r rounds to 1
-    return _pdf(-ndtri(r)) / r
+    return _kappa_r(f64(r))
 
 
 @float64(r=R)
@@ -44,5 +60,22 @@ def listwise_alpha_c(r):
     **Returns:** the capacity `alpha_G,c(r)` (float64).
     """
     check_real_if_scalar("r", r, low=0.0, high=1.0, low_open=True)
-    k = kappa_r(r)
-    return 1.0 / ((k * k + 1) * ndtr(k) + k * _pdf(k))
+    return _inverse_tail_moment(kappa_r(r))
+
+
+def _tail_moment(k):
+    return (k * k + 1) * ndtr(k) + k * _pdf(k)
+
+
+@jax.custom_jvp
+def _inverse_tail_moment(k):
+    return 1.0 / _tail_moment(k)
+
+
+@_inverse_tail_moment.defjvp
+def _inverse_tail_moment_jvp(primals, tangents):
+    # E'(k) = 2 (k Phi(k) + phi(k)), in one product with dk: at r = 1 (k = 0, dk = -inf) the
+    # derivative is +inf, where autodiff of k * k would form 0 * inf
+    (k,), (dk,) = primals, tangents
+    E = _tail_moment(k)
+    return 1.0 / E, -2.0 * (k * ndtr(k) + _pdf(k)) / (E * E) * dk

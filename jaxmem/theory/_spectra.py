@@ -65,7 +65,8 @@ def qc_density(s):
     """
     s = f64(s)
     inside = (s >= 0) & (s <= 2)
-    return jnp.where(inside, jnp.sqrt(jnp.clip(4 - s * s, 0)) / jnp.pi, 0.0)
+    density = jnp.where(inside, jnp.sqrt(jnp.clip(4 - s * s, 0)) / jnp.pi, 0.0)
+    return jnp.where(jnp.isnan(s), jnp.nan, density)
 
 
 @float64
