@@ -32,14 +32,16 @@ MATERIALISE_LIMIT = 2**26
 
 def alpha_of(d: int, p):
     """The load `alpha = p ln p / d^2` of `p` associations in dimension `d`: the one home of
-    the formula. `p` may be real (a median threshold) or an array; NaN where `p > 1` is not
-    finite. **Returns:** a float, or an array like `p`.
+    the formula. `p` may be real (a median threshold) or an array; `p = 1` has load 0
+    (`1 ln 1 = 0`), and a `p` below 1 or not finite gives NaN.
 
     **Arguments:** `d`: the dimension; `p`: the number of associations (real or an array).
+
+    **Returns:** a float, or an array like `p`.
     """
     check_real("d", d, low=0.0, low_open=True)
     x = np.asarray(p, np.float64)
-    ok = np.isfinite(x) & (x > 1)
+    ok = np.isfinite(x) & (x >= 1)
     out = np.where(ok, x * np.log(np.where(ok, x, 2.0)) / float(d) ** 2, np.nan)
     return float(out) if out.ndim == 0 else out
 

@@ -47,7 +47,9 @@ class SearchPlan(eqx.Module):
     **Arguments:**
 
     - `p0`: the first `p` tried for every seed (the theory's guess of the capacity).
-    - `p_max`: the largest `p` tried (tasks are generated with `p_max` associations).
+    - `p_max`: the largest `p` one search tries (its tasks are generated with `p_max`
+      associations). A capacity measurement searches a seed none of whose `p` failed once more
+      with `EXTEND` times this `p_max` (`jaxmem.study`), so a record's threshold can exceed it.
     - `step`: the bracketing factor (`p0 * step**k` until the threshold is bracketed).
     - `pad`: the common size of a round is the largest `p` rounded up to a multiple of `pad`
       (bounds the number of compilations).

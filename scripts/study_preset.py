@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from jaxmem.study import atomic_write, measure, Store
+from jaxmem.study import atomic_write, measure, shard_units, Store
 
 
 def run_preset(doc: str, units, quick_units, write, argv=None, more=None) -> None:
@@ -49,9 +49,12 @@ def run_preset(doc: str, units, quick_units, write, argv=None, more=None) -> Non
         return
     if a.plan:
         fields = ("d", "problem", "model", "kappa", "solver", "seeds")
-        for u in units:
+        mine = shard_units(units, (i, n))
+        for u in mine:
             print(json.dumps({f: u[f] for f in fields}))
-        print(f"{len(units)} units of work")
+        print(
+            f"{len(units)} units of work" + ("" if n == 1 else f"; shard {i}/{n} runs the {len(mine)} above")
+        )
         return
     t0 = time.perf_counter()
     store = Store(a.out)
@@ -92,3 +95,7 @@ def _report(ap, a, units, write) -> None:
         dest.copy_from(source, u)
     seconds = sum(r["seconds"] for _, recs in found for r in recs)
     print(f"report: {write(a.report)[0]}   ({len(units)} units, {seconds:.0f} s of search in their records)")
+
+
+if __name__ == "__main__":  # a module of the preset scripts, not one itself
+    sys.exit("study_preset.py is the command line that scaling.py and rank.py share: run one of those")

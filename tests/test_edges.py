@@ -4,10 +4,9 @@ never a silent change of what was asked)."""
 
 import jax
 import jax.numpy as jnp
+import jaxmem as jm
 import numpy as np
 import pytest
-
-import jaxmem as jm
 
 
 D, P, N = 10, 30, 4
@@ -79,3 +78,91 @@ def test_ranks_that_round_are_kept():
     assert jm.rank_of(8, kappa=0.125) == 1
     assert jm.rank_of(16, kappa=0.5) == 8
     assert jm.rank_of(32, kappa=0.75) == 24
+
+
+# --- the command line's edges -------------------------------------------------------------
+
+import json  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+
+from jaxmem.cli import main  # noqa: E402
+from jaxmem.study import config_id  # noqa: E402
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("shard, units", [("0/3", 3), ("1/3", 3), ("2/3", 2)])
+def test_the_plan_of_a_shard_counts_its_own_units(shard, units, capsys):
+    """8 units (d 16 and 24, OP and DP, two groups of 16 seeds): shards of 3, 3 and 2."""
+    args = "capacity --d 16 24 --problem op dp --seeds 32 --group 16 --plan --json --shard"
+    assert main([*args.split(), shard]) == 0
+    assert json.loads(capsys.readouterr().out) == dict(units=8, shard=shard, shard_units=units)
+
+
+def test_every_adam_vs_certified_line_names_its_kappa(capsys):
+    assert main(["capacity", os.path.join(ROOT, "docs", "rank")]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("adam vs certified")]
+    assert len(lines) == 3 and len(set(x.split(":")[0] for x in lines)) == 3
+    assert all("kappa=" in x for x in lines), lines
+
+
+def test_the_load_of_one_association_is_zero():
+    assert jm.alpha_of(16, 1) == 0.0 and np.isnan(jm.alpha_of(16, 0.5))
+
+
+def test_search_plan_says_a_record_may_exceed_its_p_max():
+    assert "EXTEND" in jm.SearchPlan.__doc__ and "the largest `p` tried" not in jm.SearchPlan.__doc__
+
+
+def test_the_preset_module_is_not_a_script():
+    import subprocess
+    import sys
+
+    script = os.path.join(ROOT, "scripts", "study_preset.py")
+    r = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "scaling.py and rank.py" in r.stderr and not r.stdout
+
+
+def _copy_with_other_decider(src: str, dest_dir: str, change_seed=None) -> str:
+    """The records of `src` as if found by the working-set decider (another file), seed
+    `change_seed`'s threshold one lower where given."""
+    with open(src) as f:
+        lines = [json.loads(x) for x in f]
+    cfg = dict(lines[0]["config"], decide=dict(lines[0]["config"]["decide"], decider="working-set"))
+    rid = config_id(cfg)
+    with open(os.path.join(dest_dir, f"{rid}.jsonl"), "w") as f:
+        for r in lines:
+            r = dict(r, config=cfg, id=rid)
+            if r["seed"] == change_seed:
+                r = dict(r, p_star=r["p_star"] - 1, p_hi=r["p_hi"] - 1)
+            f.write(json.dumps(r) + "\n")
+    return rid
+
+
+@pytest.mark.parametrize("disagree", [False, True])
+def test_paired_records_of_one_seed_must_agree(tmp_path, capsys, disagree):
+    """OP - DP pairs points that differ only in how thresholds were found: two records of one
+    seed that disagree are refused, naming both; agreeing ones give the table of either."""
+    rec = tmp_path / "records"
+    rec.mkdir()
+    src = os.path.join(ROOT, "docs", "scaling", "records")
+    op, dp = "6781c1077bf17288", "76b1d7b425d68bd3"  # d = 16, seeds 0 to 15, dense
+    for name in (op, dp):
+        shutil.copy(os.path.join(src, f"{name}.jsonl"), rec)
+    assert main(["capacity", str(tmp_path), "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    other = _copy_with_other_decider(
+        os.path.join(src, f"{dp}.jsonl"), rec, change_seed=3 if disagree else None
+    )
+    rc = main(["capacity", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    if disagree:
+        assert rc == 2 and len(err.strip().splitlines()) == 1, err
+        assert dp in err and other in err and "seed 3" in err and "decide.decider" in err, err
+    else:
+        assert rc == 0, err
+        both = json.loads(out)
+        key = "op_dp" if "op_dp" in both else next(k for k in both if "op" in k and "dp" in k)
+        assert both[key] == alone[key]

@@ -82,6 +82,21 @@ def _existing_folder(path: str) -> str:
     return path
 
 
+def _print_plan(a, units: list[dict], shard: tuple[int, int]) -> None:
+    """The number of units of work, and where a shard is given, how many of them it runs
+    (what an array job sizes its tasks by)."""
+    from ..study import distinct_units, shard_units
+
+    total, (i, n) = len(distinct_units(units)), shard
+    mine = len(shard_units(units, shard))
+    if a.json:
+        print(
+            json.dumps(dict(units=total) if n == 1 else dict(units=total, shard=f"{i}/{n}", shard_units=mine))
+        )
+    else:
+        print(f"{total} units of work" + ("" if n == 1 else f"; shard {i}/{n} runs {mine} of them"))
+
+
 def _cmd_sweep(a):
     from ..study import run_sweep, Store, SweepSpec
 
@@ -98,7 +113,7 @@ def _cmd_sweep(a):
     cfgs = spec.configs()  # validates every config before anything is written
     writable_folder("--out", a.out)
     if a.plan:
-        print(json.dumps(dict(units=len(cfgs))) if a.json else f"{len(cfgs)} units of work")
+        _print_plan(a, cfgs, (i, n))
         return
     store = Store(a.out)
     store.note_command(sys.argv)
@@ -179,7 +194,7 @@ def _cmd_capacity(a):
         if a.out:
             writable_folder("--out", a.out)
         if a.plan:
-            print(json.dumps(dict(units=len(units))) if a.json else f"{len(units)} units of work")
+            _print_plan(a, units, shard)
             return
         store = Store(a.out) if a.out else None
         if store is not None:
@@ -225,11 +240,22 @@ def _cmd_capacity(a):
         )
     for c in avc:
         print(
-            f"adam vs certified at d={c['d']} {c['problem']} {c['model']}: {c['fraction_below']:.2f} of "
+            f"adam vs certified at {_label(c, avc)}: {c['fraction_below']:.2f} of "
             f"seeds below, capacity lost {c['lost']:+.4f}"
         )
     if sweep_rows:
         print_rows(sweep_rows)
+
+
+def _label(row: dict, rows: list[dict]) -> str:
+    """`d=.. problem model`, then every other setting whose value differs among `rows` (the
+    rank fraction always for a factored memory): each line tells itself apart from the rest."""
+    varies = lambda k: len({json.dumps(r.get(k), sort_keys=True) for r in rows}) > 1
+    words = [f"d={row['d']}", row["problem"], row["model"]]
+    if row["model"] == "factored" or varies("kappa"):
+        words.append(f"kappa={row['kappa']:g}")
+    words += [f"{k}={row[k]}" for k in ("embedding", "seed0") if varies(k)]
+    return " ".join(words)
 
 
 def _cmd_report(a):

@@ -70,7 +70,7 @@ from ._records import (
     unit_settings,
 )
 from ._report import read_study, write_rank, write_report, write_scaling
-from ._runner import check_jobs, default_jobs, distinct_units, measure, run_units
+from ._runner import check_jobs, default_jobs, distinct_units, measure, run_units, shard_units
 from ._spec import (
     capacity,
     CapacityEstimate,

@@ -17,7 +17,9 @@ from .. import theory as th
 from .._tasks import alpha_of, p_from_alpha
 from .._threshold import guess_p, median_capacity
 from .._train import TrainConfig
+from .._validate import InvalidArgument
 from ._records import (
+    config_id,
     criterion,
     finite_or_none,
     flat_settings,
@@ -56,11 +58,42 @@ def _same_measurement(cfg: dict, drop=()) -> str:
 
 def _by_point(records: list[dict], key=point_key) -> dict:
     """Records grouped by `key(config)`, each group a `{seed: record}` sorted by seed (a seed is
-    counted once, whatever the files)."""
+    counted once, whatever the files). Where `key` merges records that differ in how their
+    threshold was found (`_HOW`), a seed's records must agree on its threshold bracket: two
+    that do not are refused (`InvalidArgument` naming both), never resolved by reading order.
+    Of agreeing records the one of the least file id is kept, so no choice depends on order."""
     groups = defaultdict(dict)
     for r in records:
-        groups[key(r["config"])][r["seed"]] = r
+        group, s = groups[key(r["config"])], r["seed"]
+        if s in group:
+            q = group[s]
+            if _bracket(q) != _bracket(r):
+                raise InvalidArgument(_disagreement(s, q, r))
+            if config_id(r["config"]) >= config_id(q["config"]):
+                continue
+        group[s] = r
     return {k: dict(sorted(v.items())) for k, v in groups.items()}
+
+
+def _bracket(rec: dict) -> tuple:
+    return rec["p_star"], rec["p_hi"], bool(_censored(rec))
+
+
+def _disagreement(seed: int, a: dict, b: dict) -> str:
+    """One line naming two records of one seed whose thresholds disagree, by file id and by the
+    settings in which they differ."""
+    differ = sorted(_differing([a["config"], b["config"]]))
+    flat = [flat_settings(a["config"]), flat_settings(b["config"])]
+    c = a["config"]
+    what = lambda i, r: (
+        f"record {config_id(r['config'])} ("
+        + ", ".join(f"{k} {json.dumps(flat[i].get(k))}" for k in differ)
+        + f") has p* = {r['p_star']}, p_hi = {r['p_hi']}"
+    )
+    return (
+        f"seed {seed} of d={c['d']} {c['problem']} {c['model']} kappa={c['kappa']:g} {c['solver']}: "
+        f"{what(0, a)}, but {what(1, b)}; keep one of them to compare"
+    )
 
 
 def _differing(configs: list[dict]) -> set:

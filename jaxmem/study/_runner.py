@@ -155,6 +155,13 @@ def distinct_units(points: list[dict]) -> list[dict]:
     return list({config_id(c): c for c in points}.values())
 
 
+def shard_units(points: list[dict], shard: tuple[int, int]) -> list[dict]:
+    """The distinct units of `points` that shard `i/n` runs: every `n`-th from the `i`-th, in
+    the order of `distinct_units` (what `measure` runs, and what a shard's plan counts)."""
+    i, n = shard
+    return [c for k, c in enumerate(distinct_units(points)) if k % n == i]
+
+
 def measure(
     points: list[dict], *, store=None, shard: tuple[int, int] = (0, 1), log=None, jobs: int = 1
 ) -> list[dict]:
@@ -167,7 +174,7 @@ def measure(
         raise InvalidArgument(f"shard must be i/n with 0 <= i < n, got {i}/{n}")
     check_int("jobs", jobs, 1)
     points = distinct_units(points)
-    mine = [c for k, c in enumerate(points) if k % n == i]
+    mine = shard_units(points, shard)
     if jobs > 1 and store is not None:
         run_units(mine, store.out, jobs=jobs, log=log)
     _, ran = _run_here(store, mine, log=log, trace=True)
