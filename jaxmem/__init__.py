@@ -1,40 +1,94 @@
-"""jaxmem: how many facts a linear associative memory can store, by simulation and theory."""
+"""jaxmem: how many facts a linear associative memory can store, by simulation and theory.
 
-from . import theory
-from ._criteria import AbstractCriterion, Accuracy, AllStored, criterion_of
-from ._experiment import Experiment, run_experiment
-from ._footprint import step_footprint
-from ._loss import cross_entropy, dense_ce, dense_scores, Scores, stream_ce, stream_pass
-from ._metrics import ensemble_metrics, Metrics, metrics
-from ._models import AbstractMemory, Factored, FullRank, hebbian, MEMORIES, rank_of
-from ._precision import einsum, PRECISIONS
+Importing `jaxmem` loads nothing heavy: each public name is imported from its module on first
+use (PEP 562), so the command line's `--help` and `import jaxmem` take a fraction of a second,
+and neither the study layer nor matplotlib is loaded until asked for. `jaxmem.theory` and
+`jaxmem.study` are subpackages, imported the same way.
+"""
+
+import importlib
+
 from ._provenance import VERSION as __version__
-from ._tasks import (
-    AbstractTask,
-    alpha_of,
-    dp_candidates,
-    DPTask,
-    make_task,
-    make_tasks,
-    OPTask,
-    p_from_alpha,
-    PROBLEM_CLASSES,
-    Task,
-)
-from ._threshold import median_capacity, median_ci, search_thresholds, SearchPlan, Thresholds
-from ._train import AdamProtocol, padded_size, Run, train, TrainConfig, TrainInstance
-from ._validate import InvalidArgument
-from .solvers import (
-    AbstractEnsembleSolver,
-    choose_decider,
-    decide,
-    DecideConfig,
-    Decider,
-    Decision,
-    max_margin,
-    MaxMargin,
-    MaxMarginConfig,
-    run_ensemble,
-    WorkingSetDecider,
-)
-from .study import capacity, CapacityEstimate
+
+
+# public name -> the module that defines it
+_WHERE = {
+    "cache_dir": "._cache",
+    "enable_compilation_cache": "._cache",
+    "AbstractCriterion": "._criteria",
+    "Accuracy": "._criteria",
+    "AllStored": "._criteria",
+    "criterion_of": "._criteria",
+    "Experiment": "._experiment",
+    "run_experiment": "._experiment",
+    "step_footprint": "._footprint",
+    "cross_entropy": "._loss",
+    "dense_ce": "._loss",
+    "dense_scores": "._loss",
+    "Scores": "._loss",
+    "stream_ce": "._loss",
+    "stream_pass": "._loss",
+    "ensemble_metrics": "._metrics",
+    "Metrics": "._metrics",
+    "metrics": "._metrics",
+    "AbstractMemory": "._models",
+    "Factored": "._models",
+    "FullRank": "._models",
+    "hebbian": "._models",
+    "MEMORIES": "._models",
+    "rank_of": "._models",
+    "einsum": "._precision",
+    "PRECISIONS": "._names",
+    "AbstractTask": "._tasks",
+    "alpha_of": "._tasks",
+    "dp_candidates": "._tasks",
+    "DPTask": "._tasks",
+    "make_task": "._tasks",
+    "make_tasks": "._tasks",
+    "OPTask": "._tasks",
+    "p_from_alpha": "._tasks",
+    "PROBLEM_CLASSES": "._tasks",
+    "Task": "._tasks",
+    "median_capacity": "._threshold",
+    "median_ci": "._threshold",
+    "search_thresholds": "._threshold",
+    "SearchPlan": "._threshold",
+    "Thresholds": "._threshold",
+    "AdamProtocol": "._train",
+    "padded_size": "._train",
+    "Run": "._train",
+    "train": "._train",
+    "TrainConfig": "._train",
+    "TrainInstance": "._train",
+    "InvalidArgument": "._validate",
+    "AbstractEnsembleSolver": ".solvers",
+    "choose_decider": ".solvers",
+    "decide": ".solvers",
+    "DecideConfig": ".solvers",
+    "Decider": ".solvers",
+    "Decision": ".solvers",
+    "max_margin": ".solvers",
+    "MaxMargin": ".solvers",
+    "MaxMarginConfig": ".solvers",
+    "run_ensemble": ".solvers",
+    "WorkingSetDecider": ".solvers",
+    "capacity": ".study",
+    "CapacityEstimate": ".study",
+}
+_SUBPACKAGES = ("theory", "study", "solvers")
+__all__ = sorted([*_WHERE, *_SUBPACKAGES, "__version__"])
+
+
+def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        module = importlib.import_module(f".{name}", __name__)
+    elif name in _WHERE:
+        module = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    else:
+        raise AttributeError(f"module 'jaxmem' has no attribute {name!r}")
+    globals()[name] = module  # the next access is a plain lookup
+    return module
+
+
+def __dir__():
+    return __all__

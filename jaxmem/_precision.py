@@ -20,9 +20,6 @@ import jax.numpy as jnp
 from jax import lax
 
 
-PRECISIONS = ("highest", "tf32", "bf16")
-
-
 def einsum(spec: str, a, b, precision=lax.Precision.HIGHEST):
     """`jnp.einsum(spec, a, b)` under `precision`: a `lax.Precision`, or a name in `PRECISIONS`.
 

@@ -21,11 +21,11 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ._names import EMBEDDINGS
 from ._precision import einsum
 from ._validate import check_choice, check_int, check_memory, check_positive, check_real, InvalidArgument
 
 
-EMBEDDINGS = ("gaussian", "sphere", "unit")
 # 2**26 float32 = 256 MiB of candidates per task.
 MATERIALISE_LIMIT = 2**26
 

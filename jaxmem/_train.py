@@ -25,16 +25,10 @@ from ._criteria import AbstractCriterion, criterion_of
 from ._loss import cross_entropy
 from ._metrics import ensemble_metrics, HIGHEST, Metrics
 from ._models import Factored, FullRank, memory_class, rank_of
-from ._precision import PRECISIONS
+from ._names import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, PRECISIONS
 from ._tasks import Task
 from ._validate import check_choice, check_int, check_memory, check_positive, check_real, InvalidArgument
 from .solvers._runner import AbstractEnsembleSolver, run_ensemble
-
-
-# Defaults chosen by the measurements in README "Training defaults".
-DEFAULT_STEPS = 5000
-DEFAULT_LR = 3e-2
-DEFAULT_INIT_SCALE = 1e-3
 
 
 class TrainConfig(eqx.Module):

@@ -20,6 +20,7 @@ def run_preset(doc: str, units, quick_units, write, argv=None, more=None) -> Non
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="the minute-long check of the same path")
     ap.add_argument("--plan", action="store_true", help="print the units of work and stop")
+    ap.add_argument("--json", action="store_true", help="with --plan: print one JSON object, the counts")
     ap.add_argument("--shard", default="0/1", help="i/n: run every n-th unit from the i-th")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument(
@@ -50,6 +51,14 @@ def run_preset(doc: str, units, quick_units, write, argv=None, more=None) -> Non
     if a.plan:
         fields = ("d", "problem", "model", "kappa", "solver", "seeds")
         mine = shard_units(units, (i, n))
+        if a.json:
+            counts = (
+                dict(units=len(units))
+                if n == 1
+                else dict(units=len(units), shard=a.shard, shard_units=len(mine))
+            )
+            print(json.dumps(counts))
+            return
         for u in mine:
             print(json.dumps({f: u[f] for f in fields}))
         print(

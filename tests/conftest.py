@@ -3,6 +3,10 @@ import os
 
 # Two simulated CPU devices for the sharding tests; must precede the first jax import.
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+# The command line keeps compiled programs on disk by default; the suite does not (each test sees
+# a cold compile, and nothing is written outside its temporary folders). tests/test_cache.py
+# turns it on where it tests it.
+os.environ.setdefault("JAXMEM_NO_CACHE", "1")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -15,7 +15,7 @@ PKG = ROOT / "jaxmem"
 
 # the layers, bottom first: a module may import its own layer's modules and those below
 LAYERS = [
-    {"_validate", "_files", "_provenance", "_precision", "_parallel"},
+    {"_names", "_cache", "_validate", "_files", "_provenance", "_precision", "_parallel"},
     {"theory"},
     {"_tasks", "_models", "_loss", "_metrics", "solvers", "_criteria"},
     {"_train", "_threshold", "_experiment", "_footprint"},
@@ -143,3 +143,30 @@ def test_scripts_and_benchmarks_use_the_public_api():
 def test_the_version_is_the_one_pyproject_declares():
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         assert jaxmem.__version__ == tomllib.load(f)["project"]["version"]
+
+
+def test_the_command_lines_names_are_the_registries():
+    """The parser offers the names of `jaxmem._names`, a leaf; each is its registry's keys."""
+    from jaxmem import _names
+    from jaxmem._models import MEMORIES, MODELS
+    from jaxmem._tasks import PROBLEM_CLASSES
+    from jaxmem._threshold import SOLVERS
+
+    assert tuple(MEMORIES) == _names.MEMORY_NAMES and MODELS == _names.MODELS
+    assert tuple(PROBLEM_CLASSES) == _names.PROBLEMS
+    assert tuple(SOLVERS) == _names.SOLVER_NAMES
+
+
+def test_help_and_import_load_nothing_heavy():
+    """`import jaxmem` and building the whole parser (what `jaxmem --help` does) load neither jax
+    nor matplotlib nor the study layer."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, jaxmem; from jaxmem.cli import build_parser; build_parser(); "
+        "heavy = [m for m in ('jax', 'matplotlib', 'equinox', 'jaxmem.study') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr

@@ -3,6 +3,7 @@ object on stdout. Bad arguments exit 2 with one readable line; other failures ex
 
 The library never imports this package."""
 
+import os
 import sys
 
 from .._validate import InvalidArgument
@@ -18,7 +19,32 @@ def build_parser() -> Parser:
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     for module in (train, study, theory):
         module.add_commands(sub)
+    for command in _commands(sub):
+        command.add_argument(
+            "--no-cache",
+            action="store_true",
+            help="do not keep compiled programs on disk for later runs (default: kept in "
+            "JAXMEM_CACHE_DIR or ~/.cache/jaxmem/xla; JAXMEM_NO_CACHE=1 also turns it off)",
+        )
     return p
+
+
+def _commands(sub):
+    """Every leaf subcommand's parser (the theory commands sit one level down)."""
+    for parser in dict.fromkeys(sub.choices.values()):
+        inner = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+        if inner:
+            yield from _commands(inner[0])
+        else:
+            yield parser
+
+
+def _use_cache(a) -> None:
+    """The persistent compilation cache, unless `--no-cache` or `JAXMEM_NO_CACHE` says not to."""
+    from .._cache import enable_compilation_cache
+
+    if not getattr(a, "no_cache", False) and os.environ.get("JAXMEM_NO_CACHE", "") in ("", "0"):
+        enable_compilation_cache()
 
 
 def _end_on_signals() -> None:
@@ -70,6 +96,7 @@ def main(argv=None) -> int:
         parser = build_parser()
         a = parser.parse_args(argv)
         try:
+            _use_cache(a)
             a.func(a)
         except InvalidArgument as e:  # a library check of a value the user gave
             raise ArgumentError(f"jaxmem {a.cmd}: error: {str(e).splitlines()[0]}") from None

@@ -9,7 +9,6 @@ import os
 import sys
 import time
 
-from ..study import fmt as _fmt
 from ._args import ArgumentError, grid, integer, parse_shard, print_json, real, writable_folder
 from .train import add_train_knobs, train_knobs
 
@@ -22,6 +21,12 @@ def _print_table(rows, cols, file=sys.stdout):
     for r in rows:
         cells = [f(r).rjust(max(w, 0)) for _, w, f in cols]
         print(" ".join(cells[:-1]) + "  " + cells[-1], file=file)
+
+
+def _fmt(x, nd=3):
+    from ..study import fmt
+
+    return fmt(x, nd)
 
 
 def _ci(r):
@@ -306,10 +311,14 @@ def _criterion(s: str) -> float:
 
 
 def add_commands(sub) -> None:
-    from .._models import MEMORIES, MODELS
-    from .._tasks import EMBEDDINGS, PROBLEMS
-    from .._threshold import SOLVERS
-    from ..solvers._decide import MAX_TOL
+    from .._names import (
+        EMBEDDINGS,
+        MAX_TOL,
+        MEMORY_NAMES as MEMORIES,
+        MODELS,
+        PROBLEMS,
+        SOLVER_NAMES as SOLVERS,
+    )
 
     kappa = real(0.0, 1.0, low_open=True)
     sw = sub.add_parser("sweep", help="run a resumable sweep into an output folder")

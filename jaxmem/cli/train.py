@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from .._precision import PRECISIONS
-from .._tasks import EMBEDDINGS
+from .._names import EMBEDDINGS, PRECISIONS
 from ._args import ArgumentError, integer, print_json, real, table
 
 
@@ -26,7 +25,7 @@ def add_train_knobs(sp, *, seeds: int = 8) -> None:
 
 def train_knobs(a) -> dict:
     """The knobs given on the command line, the library's defaults for the others."""
-    from .._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
+    from .._names import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
 
     return dict(
         steps=DEFAULT_STEPS if a.steps is None else a.steps,
@@ -81,8 +80,7 @@ def _cmd_train(a):
 
 
 def add_commands(sub) -> None:
-    from .._models import MODELS
-    from .._tasks import PROBLEMS
+    from .._names import MODELS, PROBLEMS
 
     sp = sub.add_parser("train", help="train an ensemble of memories at one (d, p)")
     sp.add_argument("--d", type=integer(2), required=True)

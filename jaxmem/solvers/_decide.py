@@ -37,6 +37,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
+from .._names import MAX_TOL
 from .._validate import check_int, check_real, InvalidArgument
 from ._constraints import compaction, Constraints, StreamedConstraints
 from ._lbfgs import (
@@ -53,11 +54,6 @@ STORABLE, UNSTORABLE, UNDECIDED = 0, 1, 2
 STATUS = ("storable", "unstorable", "undecided")
 DECIDERS = ("dense", "working-set", "auto")
 RUNNING = -1
-# The largest `DecideConfig.tol`. Measured (`jaxmem capacity --d 12 20 --problem op dp --seeds
-# 16 --tol T`): the median thresholds equal those of the default 1e-5 up to T = 1e-3, while 1e-2
-# already lowers the DP's at d = 20; margins at the threshold shrink with `d`, so the default is
-# far below the bound.
-MAX_TOL = 1e-3
 
 
 class DecideConfig(eqx.Module):
