@@ -162,3 +162,19 @@ def test_valid_end_points_have_their_one_sided_derivatives(x64):
     for f in (th.F, th.s_kappa, th.alpha_c_asymptotic):
         one_sided = (float(f(1.0)) - float(f(1.0 - h))) / h
         assert float(jax.grad(f)(1.0)) == pytest.approx(one_sided, rel=1e-4, abs=1e-5), f.__name__
+
+
+def test_eager_values_keep_float64_in_ordinary_arithmetic():
+    """With x64 off, an eager value is NumPy float64: `alpha_c(1000) - 0.5` loses nothing and
+    warns of no truncation (a float64 jax array would be cut to float32 by the subtraction)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import jaxmem.theory as th; v = th.alpha_c(1000.0); "
+        "assert type(v).__name__ == 'float64', type(v); "
+        "assert abs((v - 0.5) - 0.35127243550) < 1e-9, v - 0.5"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "JAX_ENABLE_X64"}
+    r = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]

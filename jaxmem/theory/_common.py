@@ -7,8 +7,9 @@ traced arguments goes through a `custom_jvp` whose rule forms the Jacobian in fl
 forward mode inside the 64-bit context, and applies it to the tangents in the caller's
 precision: the linear map JAX transposes for reverse mode is then a plain matmul. This also
 gives reverse-mode gradients through the while loops (sample until a standard error is met)
-that JAX cannot transpose. An eager call returns float64; under a transformation the outputs
-are float64 where x64 is on and float32 where it is off (the computation is float64 either
+that JAX cannot transpose. An eager call returns NumPy float64 (a scalar for a 0-d value), so
+that ordinary arithmetic on it stays float64; under a transformation the outputs are jax
+arrays, float64 where x64 is on and float32 where it is off (the computation is float64 either
 way).
 """
 
@@ -49,6 +50,20 @@ def _to_caller(out):
                 return x.astype(jnp.float32)
             if x.dtype == jnp.int64:
                 return x.astype(jnp.int32)
+        return x
+
+    return jax.tree.map(cast, out)
+
+
+def _to_numpy(out):
+    """Every array leaf as NumPy, a 0-d floating one as a NumPy scalar (other 0-d leaves, such
+    as a status enumeration's value, stay 0-d arrays): an eager result keeps float64 in the
+    caller's arithmetic even with x64 off, where a float64 jax array would be truncated to
+    float32 by the first operation."""
+
+    def cast(x):
+        if isinstance(x, jax.Array) and not _is_key(x):
+            return np.asarray(x)[()] if _floating(x) else np.asarray(x)
         return x
 
     return jax.tree.map(cast, out)
@@ -151,7 +166,7 @@ def float64(fn=None, /, **domain: Domain):
                 dom.check(n, value(n))
         dyn = [n for n in names if isinstance(bound.arguments[n], jax.Array)]
         if not any(isinstance(bound.arguments[n], jax.core.Tracer) for n in dyn):
-            return _inside(fn, args, kwargs)  # an eager call: float64 outputs
+            return _to_numpy(_inside(fn, args, kwargs))  # an eager call: NumPy float64 outputs
         traced = [n for n in dyn if n in domain and isinstance(bound.arguments[n], jax.core.Tracer)]
 
         def call(values):
