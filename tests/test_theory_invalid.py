@@ -77,6 +77,7 @@ SLOW = {
     "capacity",
     "e_dist2",
     "dist2_given_competitors",
+    "free_entropy",
 }
 SLOW_CASES = {("alpha_c", "kappa"), ("alpha_c", "margin"), ("log_zout", "margin")}
 
