@@ -64,7 +64,12 @@ def _run(cmd, cache: str | None) -> float:
     else:
         env["JAXMEM_CACHE_DIR"] = cache
     if isinstance(cmd, str):
-        pre = f"import jaxmem; jaxmem.enable_compilation_cache({cache!r}); " if cache else ""
+        # the library's one call turns the cache on (not for the bare import, which compiles nothing)
+        pre = (
+            f"import jaxmem; jaxmem.enable_compilation_cache({cache!r}); "
+            if cache and cmd != "import jaxmem"
+            else ""
+        )
         cmd = [sys.executable, "-c", pre + cmd]
     elif cmd[0] == "jaxmem":
         cmd = [os.path.join(os.path.dirname(sys.executable), "jaxmem"), *cmd[1:]]

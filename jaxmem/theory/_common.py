@@ -185,23 +185,28 @@ def float64(fn=None, /, **domain: Domain):
 
         @run.defjvp
         def _jvp(primals, tangents):
-            out = run(*primals)
             # a primal may arrive as a Python float (jax.jvp passes scalars through)
             fidx = [i for i, v in enumerate(primals) if _floating(v) or isinstance(v, (float, np.floating))]
-            leaves, treedef = jax.tree.flatten(out)
-            inexact = [i for i, x in enumerate(leaves) if _floating(x)]
+            if not fidx:
+                out = run(*primals)
+                zeros = [np.zeros(np.shape(x), jax.dtypes.float0) for x in jax.tree.leaves(out)]
+                return out, jax.tree.unflatten(jax.tree.structure(out), zeros)
+            shape = {}
 
-            def float_leaves(*fvals):
+            def all_leaves(*fvals):
                 values = list(primals)
                 for i, v in zip(fidx, fvals):
                     values[i] = v
-                got = jax.tree.leaves(call(values))
-                return [got[i].astype(jnp.float64) for i in inexact]
+                got, shape["tree"] = jax.tree.flatten(call(values))
+                return got
 
+            # the primal comes from the Jacobian's own forward pass: the computation is in the
+            # program once, not once more for the value
             with jax.enable_x64(True):
-                jac = _jacobian(
-                    float_leaves, [jnp.asarray(primals[i], jnp.float64) for i in fidx], len(inexact)
-                )
+                got, jac = _jacobian(all_leaves, [jnp.asarray(primals[i], jnp.float64) for i in fidx])
+            out = _to_caller(jax.tree.unflatten(shape["tree"], got))
+            leaves, treedef = jax.tree.flatten(out)
+            inexact = [i for i, x in enumerate(leaves) if _floating(x)]
             t_leaves = [np.zeros(np.shape(x), jax.dtypes.float0) for x in leaves]
             for k, i in enumerate(inexact):
                 t = jnp.zeros(leaves[i].shape, leaves[i].dtype)
@@ -210,7 +215,7 @@ def float64(fn=None, /, **domain: Domain):
                     # an invalid value has no derivative: NaN in the Jacobian itself (not in
                     # the tangent, whose constant NaN reverse mode would drop), never the 0 of
                     # the masking `where`
-                    J = jac[k][j].astype(leaves[i].dtype)
+                    J = jac[i][j].astype(leaves[i].dtype)
                     J = jnp.where(invalid.reshape(invalid.shape + (1,) * (J.ndim - invalid.ndim)), jnp.nan, J)
                     ta = jnp.asarray(tangents[a], leaves[i].dtype)
                     t = t + jnp.tensordot(J, ta, axes=ta.ndim)
@@ -222,21 +227,28 @@ def float64(fn=None, /, **domain: Domain):
     return wrapper
 
 
-def _jacobian(f, xs, n_out):
-    """`J[k][j]`, of shape `out_k.shape + x_j.shape`: one forward-mode `jvp` per input element
-    (no `vmap`, so a sampling loop whose length depends on the input is not batched)."""
-    jac = [[None] * len(xs) for _ in range(n_out)]
+def _jacobian(f, xs):
+    """`(f(*xs), J)` with `J[k][j]` of shape `out_k.shape + x_j.shape` for each floating output
+    `k` (None for the others): one forward-mode `jvp` per input element (no `vmap`, so a
+    sampling loop whose length depends on the input is not batched). `f` returns a list of
+    arrays; its value is that of the first pass."""
+    value, jac = None, None
     for j, x in enumerate(xs):
-        cols = [[] for _ in range(n_out)]
+        cols = None
         for e in range(max(1, x.size)):
             basis = [jnp.zeros_like(v) for v in xs]
             basis[j] = jnp.zeros(x.size, x.dtype).at[e].set(1.0).reshape(x.shape)
-            _, t = jax.jvp(f, tuple(xs), tuple(basis))
-            for k in range(n_out):
+            got, t = jax.jvp(f, tuple(xs), tuple(basis))
+            if value is None:
+                value = got
+                jac = [[None] * len(xs) for _ in got]
+            cols = cols or [[] for _ in got]
+            for k in range(len(got)):
                 cols[k].append(t[k])
-        for k in range(n_out):
-            jac[k][j] = jnp.stack(cols[k], axis=-1).reshape(cols[k][0].shape + x.shape)
-    return jac
+        for k, out in enumerate(value):
+            if _floating(out):
+                jac[k][j] = jnp.stack(cols[k], axis=-1).reshape(cols[k][0].shape + x.shape)
+    return value, jac
 
 
 def f64(x):

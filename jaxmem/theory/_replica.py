@@ -32,6 +32,8 @@ times the standard error of the mean `ln Z_out`. Above the capacity of the sampl
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -301,15 +303,10 @@ class _Fit(eqx.Module):
     steps: jax.Array
 
 
-def _fixed_point(moments, alpha_G, w0, rtol, max_steps) -> _Fit:
-    """Solve `w = T(w) = logit Q(alpha_G gbar(sigmoid w))` by Newton in `w = logit(q)`, where
-    `moments(q) -> (lnz mean, lnz se, gbar, gbar se)` on frozen samples.
-
-    Each Newton step is one forward-mode pass (`jvp`) through the moments; steps are capped at
-    4 in `w`. The iteration runs on `stop_gradient`ed values, and the result is one more
-    Newton step from the solution, whose derivative is the implicit one (`-R_theta / R_w` at
-    `R = 0`), so derivatives in `alpha`, `p` and `margin` cost one pass and never go through
-    the loop."""
+def _residual(moments, alpha_G):
+    """`w -> (R, dR/dw, aux)` of the fixed point `w = T(w) = logit Q(alpha_G gbar(sigmoid w))`,
+    `moments(q) -> (lnz mean, lnz se, gbar, gbar se)` on frozen samples: one forward-mode pass
+    (`jvp`) through the moments."""
 
     def residual(w):
         q = jax.nn.sigmoid(w)
@@ -320,24 +317,44 @@ def _fixed_point(moments, alpha_G, w0, rtol, max_steps) -> _Fit:
         dphi = 0.5 * q / (1 - q) ** 2 * q * (1 - q) + alpha_G * dg[0]  # d phi / dw
         return Tw - w, alpha_G * dQ * dg[2] - 1.0, (q, lnz, lnz_se, g_se, alpha_G * dQ, dphi)
 
-    def cond(c):
-        w, step, k = c
-        # Newton converges quadratically, and the final step below squares the error once more:
-        # the loop may stop once its step is below sqrt(rtol)
-        return (k < max_steps) & (jnp.abs(step) > jnp.sqrt(rtol) * (1.0 + jnp.abs(w)))
+    return residual
+
+
+def _newton_step(R, dR):
+    step = jnp.clip(-R / dR, -4.0, 4.0)  # capped at 4 in w
+    return jnp.where(jnp.isfinite(step), step, -jnp.sign(R) * 0.5)
+
+
+def _newton(residual, w0, rtol, max_steps):
+    """Newton in `w = logit(q)` from `w0`, on constants: `(w_end, R, dR, aux, steps)`, the
+    residual evaluated at the last iterate `w_end` and the number of steps taken.
+
+    Newton converges quadratically, and the final step of `_fit` squares the error once more,
+    so the iteration stops once its step is below `sqrt(rtol)`. The residual at `w_end`, which
+    that final step needs, is the loop's last evaluation: the program holds one copy of it."""
+    tol = lambda w: jnp.sqrt(rtol) * (1.0 + jnp.abs(w))
 
     def body(c):
-        w, _, k = c
-        R, dR, _ = residual(w)
-        step = jnp.clip(-R / dR, -4.0, 4.0)
-        step = jnp.where(jnp.isfinite(step), step, -jnp.sign(R) * 0.5)
-        return w + step, step, k + 1
+        _, w, step, k, _, _, _, _ = c
+        R, dR, aux = residual(w)
+        go = (k < max_steps) & (jnp.abs(step) > tol(w))  # else w is the last iterate
+        nxt = _newton_step(R, dR)
+        return go, jnp.where(go, w + nxt, w), nxt, jnp.where(go, k + 1, k), w, R, dR, aux
 
-    w_start = jax.lax.stop_gradient(w0)
+    z = jnp.zeros((), jnp.float64)
     inf = jnp.asarray(jnp.inf, jnp.float64)
-    w_end, last, steps = jax.lax.while_loop(cond, body, (w_start, inf, jnp.zeros((), jnp.int32)))
-    w_end = jax.lax.stop_gradient(w_end)
-    R, dR, (q, lnz, lnz_se, g_se, dT_dg, dphi) = residual(w_end)
+    w = jax.lax.stop_gradient(w0)
+    start = (jnp.asarray(True), w, inf, jnp.zeros((), jnp.int32), w, z, z, (z,) * 6)
+    _, _, _, steps, w_end, R, dR, aux = jax.lax.while_loop(lambda c: c[0], body, start)
+    return w_end, R, dR, aux, steps
+
+
+def _fit(alpha_G, w_end, R, dR, aux, steps, rtol, max_steps) -> _Fit:
+    """The solution one Newton step from the last iterate `w_end` (where `R`, `dR` and `aux` were
+    evaluated): its derivative in the parameters is the implicit one (`-R_theta / R_w` at
+    `R = 0`), so derivatives in `alpha`, `p` and `margin` cost one pass and never go through
+    the loop."""
+    q, lnz, lnz_se, g_se, dT_dg, dphi = aux
     w = w_end - R / jax.lax.stop_gradient(dR)  # the implicit derivative, one step
     q = jax.nn.sigmoid(w)
     # delta method: dw*/d gbar = T_g / (1 - T_w)
@@ -349,6 +366,15 @@ def _fixed_point(moments, alpha_G, w0, rtol, max_steps) -> _Fit:
     # the final step was at most sqrt(rtol): the error left is of order its square
     converged = (jnp.abs(w - w_end) <= jnp.sqrt(rtol) * (1.0 + jnp.abs(w_end))) & (steps < max_steps)
     return _Fit(w, q, q_se, phi, alpha_G * lnz_se, jnp.abs(R) / (1.0 + jnp.abs(w_end)), converged, steps)
+
+
+def _fixed_point(moments, alpha_G, w0, rtol, max_steps) -> _Fit:
+    """Solve `w = T(w)` by Newton (`_newton`) and take the final, differentiable step (`_fit`) in
+    the live parameters."""
+    residual = _residual(moments, alpha_G)
+    w_end, _, _, _, steps = _newton(residual, w0, rtol, max_steps)
+    w_end = jax.lax.stop_gradient(w_end)
+    return _fit(alpha_G, w_end, *residual(w_end), steps, rtol, max_steps)
 
 
 def _block_moments(key, p, margin, blocks, top, nodes):
@@ -406,57 +432,118 @@ def _status(valid, above, fit: _Fit, near=False, precise=True):
     return good, status
 
 
-def _saddle(alpha, p, margin, key, w0, se_target, min_blocks, max_blocks, top, nodes, rtol, max_steps):
+def _parameters(alpha, p, margin):
+    """`(valid, alpha_s, p_s, margin_s, alpha_G)`: invalid parameters replaced by harmless ones
+    (the outputs are NaN there)."""
     alpha, p, margin = f64(alpha), f64(p), f64(margin)
     finite = jnp.isfinite(alpha) & jnp.isfinite(p) & jnp.isfinite(margin)
     valid = finite & (alpha > 0) & (p >= 2) & (margin >= 0)
     alpha_s = jnp.where(valid, alpha, 0.1)
     p_s = jnp.where(valid, p, 10.0)
     margin_s = jnp.where(valid, margin, 0.0)
-    alpha_G = alpha_s / jnp.log(p_s)
+    return valid, alpha_s, p_s, margin_s, alpha_s / jnp.log(p_s)
 
-    def solve(blocks, w):
-        moments = _block_moments(key, p_s, margin_s, blocks, top, nodes)
-        return _fixed_point(moments, alpha_G, w, rtol, max_steps)
 
-    # Grow the samples, from the last solution, until the error of q* is below se_target, and
-    # while the load is above the samples' capacity by less than two of its standard errors (no
-    # solution on these samples, but not a decided "above capacity"). The loop is differentiated
-    # in forward mode only (the theory's derivatives are jvps), and a fit's tangent is its
-    # implicit derivative (`_fixed_point`), so the last fit carries it out.
-    def near(alpha, cap, cap_se):
-        return (alpha >= cap) & (alpha - cap < 2 * cap_se)
+def _near(alpha, cap, cap_se):
+    """The load is above the samples' capacity by less than two of its standard errors."""
+    return (alpha >= cap) & (alpha - cap < 2 * cap_se)
 
-    def cond(c):
-        blocks, fit, steps, first, cap, cap_se = c
-        more = (fit.converged & (fit.q_se > se_target)) | near(alpha_s, cap, cap_se)
-        return first | ((blocks < max_blocks) & more)
 
-    def body(c):
-        blocks, fit, steps, first, cap, cap_se = c
-        finite = lambda x: jnp.where(jnp.isfinite(x), x, 0.0)
-        need_q = jnp.where(fit.converged, finite((fit.q_se / se_target) ** 2), 0.0)
-        need_cap = finite((2 * cap_se / jnp.maximum(alpha_s - cap, 1e-300)) ** 2)
-        need = jnp.where(near(alpha_s, cap, cap_se), jnp.maximum(need_q, need_cap), need_q)
-        grow = jnp.ceil(blocks * jnp.clip(need * 1.2, 2.0, 16.0) / GROUP) * GROUP
-        blocks = jnp.where(first, blocks, jnp.minimum(grow.astype(jnp.int32), max_blocks))
-        new = solve(blocks, jnp.where(first | ~fit.converged, w0, fit.w))
-        # the capacity of these samples: no solution at or above it (q* -> 1)
-        cap, cap_se = _sample_capacity(key, p_s, blocks, top)
-        return blocks, new, steps + new.steps, jnp.asarray(False), cap, cap_se
-
-    b0 = jnp.asarray(min_blocks, jnp.int32)
-    blank = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(lambda: solve(b0, w0)))
-    z = jnp.zeros((), jnp.float64)
-    start = (b0, blank, jnp.asarray(0, jnp.int32), jnp.asarray(True), z, z)
-    blocks, fit, steps, _, cap, cap_se = jax.lax.while_loop(cond, body, start)
+def _outcome(valid, alpha_s, alpha_G, fit, cap, cap_se, steps, blocks, se_target, w0):
+    """The `Saddle` of the last fit, and the `w` a continuation starts from."""
     precise = ~(fit.converged & (fit.q_se > se_target))
-    good, status = _status(valid, alpha_s >= cap, fit, near(alpha_s, cap, cap_se), precise)
+    good, status = _status(valid, alpha_s >= cap, fit, _near(alpha_s, cap, cap_se), precise)
     nan = jnp.full((), jnp.nan)
     out = _result(
         fit, good, status, steps, jnp.where(valid, alpha_G, nan), blocks * BLOCK, jnp.where(valid, cap, nan)
     )
     return out, jnp.where(good, fit.w, w0)
+
+
+def _search(alpha, p, margin, key, w0, se_target, min_blocks, max_blocks, top, nodes, rtol, max_steps):
+    """The saddle point on constants: grow the samples, from the last solution, until the
+    error of q* is below se_target, and while the load is above the samples' capacity by less
+    than two of its standard errors (no solution on these samples, but not a decided "above
+    capacity"). **Returns:** `(Saddle, w, blocks, w_end, newton_steps)`: the last fit's samples,
+    last Newton iterate and Newton steps, from which `_finish` forms the same fit in live
+    parameters."""
+    valid, alpha_s, p_s, margin_s, alpha_G = _parameters(alpha, p, margin)
+
+    def solve(blocks, w):
+        residual = _residual(_block_moments(key, p_s, margin_s, blocks, top, nodes), alpha_G)
+        w_end, R, dR, aux, steps = _newton(residual, w, rtol, max_steps)
+        return _fit(alpha_G, w_end, R, dR, aux, steps, rtol, max_steps), w_end
+
+    def cond(c):
+        blocks, fit, _, steps, first, cap, cap_se = c
+        more = (fit.converged & (fit.q_se > se_target)) | _near(alpha_s, cap, cap_se)
+        return first | ((blocks < max_blocks) & more)
+
+    def body(c):
+        blocks, fit, _, steps, first, cap, cap_se = c
+        finite = lambda x: jnp.where(jnp.isfinite(x), x, 0.0)
+        need_q = jnp.where(fit.converged, finite((fit.q_se / se_target) ** 2), 0.0)
+        need_cap = finite((2 * cap_se / jnp.maximum(alpha_s - cap, 1e-300)) ** 2)
+        need = jnp.where(_near(alpha_s, cap, cap_se), jnp.maximum(need_q, need_cap), need_q)
+        grow = jnp.ceil(blocks * jnp.clip(need * 1.2, 2.0, 16.0) / GROUP) * GROUP
+        blocks = jnp.where(first, blocks, jnp.minimum(grow.astype(jnp.int32), max_blocks))
+        new, w_end = solve(blocks, jnp.where(first | ~fit.converged, w0, fit.w))
+        # the capacity of these samples: no solution at or above it (q* -> 1)
+        cap, cap_se = _sample_capacity(key, p_s, blocks, top)
+        return blocks, new, w_end, steps + new.steps, jnp.asarray(False), cap, cap_se
+
+    z = jnp.zeros((), jnp.float64)
+    blank = _Fit(z, z, z, z, z, z, jnp.asarray(False), jnp.zeros((), jnp.int32))
+    b0 = jnp.asarray(min_blocks, jnp.int32)
+    start = (b0, blank, z, jnp.asarray(0, jnp.int32), jnp.asarray(True), z, z)
+    blocks, fit, w_end, steps, _, cap, cap_se = jax.lax.while_loop(cond, body, start)
+    out, w = _outcome(valid, alpha_s, alpha_G, fit, cap, cap_se, steps, blocks, se_target, w0)
+    return out, w, blocks, w_end, fit.steps
+
+
+def _finish(
+    alpha, p, margin, w0, key, se_target, blocks, w_end, newton_steps, steps, top, nodes, rtol, max_steps
+):
+    """The last fit of `_search` formed again from its samples (`blocks`) and last iterate
+    `w_end`, differentiably in `alpha`, `p`, `margin` and `w0`: its derivative is the implicit one
+    (`_fit`), and the samples' capacity's that of the samples."""
+    valid, alpha_s, p_s, margin_s, alpha_G = _parameters(alpha, p, margin)
+    residual = _residual(_block_moments(key, p_s, margin_s, blocks, top, nodes), alpha_G)
+    fit = _fit(alpha_G, w_end, *residual(w_end), newton_steps, rtol, max_steps)
+    cap, cap_se = _sample_capacity(key, p_s, blocks, top)
+    return _outcome(valid, alpha_s, alpha_G, fit, cap, cap_se, steps, blocks, se_target, w0)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(6, 7, 8, 9, 10, 11))
+def _saddle(alpha, p, margin, key, w0, se_target, min_blocks, max_blocks, top, nodes, rtol, max_steps):
+    """`(Saddle, w)` at one load. The derivative never goes through the loops: it is the
+    implicit one of the last fit (`_finish`), taken by forward mode (the theory's derivatives
+    are jvps, `float64`)."""
+    out, w, _, _, _ = _search(
+        alpha, p, margin, key, w0, se_target, min_blocks, max_blocks, top, nodes, rtol, max_steps
+    )
+    return out, w
+
+
+@_saddle.defjvp
+def _saddle_jvp(min_blocks, max_blocks, top, nodes, rtol, max_steps, primals, tangents):
+    alpha, p, margin, key, w0, se_target = primals
+    da, dp, dm, _, dw0, _ = tangents
+    out, w, blocks, w_end, newton_steps = _search(
+        alpha, p, margin, key, w0, se_target, min_blocks, max_blocks, top, nodes, rtol, max_steps
+    )
+    finish = lambda a, pp, m, w_0: _finish(
+        a, pp, m, w_0, key, se_target, blocks, w_end, newton_steps, out.steps, top, nodes, rtol, max_steps
+    )
+    live = (alpha, p, margin, w0)
+
+    def tangent(x, t):  # float64, and zero for an integer argument (whose tangent is float0)
+        if jnp.asarray(t).dtype == jax.dtypes.float0:
+            return jnp.zeros(jnp.shape(x), jnp.float64)
+        return jnp.asarray(t, jnp.float64)
+
+    _, t = jax.jvp(finish, tuple(f64(x) for x in live), tuple(map(tangent, live, (da, dp, dm, dw0))))
+    return (out, w), t
 
 
 class SaddleConfig(eqx.Module):
