@@ -213,8 +213,7 @@ def cross_entropy(
     **Returns:** `(loss, Scores)`: the mean cross-entropy (differentiable in `V`) and the per-input
     outcome.
     """
-    _check_V(V, task)
-    if use_stream(task, stream):
+    if use_stream(task, stream):  # both check V (`_check_V`)
         return stream_ce(V, task, n=n, block=block, precision=precision)
     return dense_ce(V, task, n=n, precision=precision)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import sys
 
 import numpy as np
 
@@ -120,8 +121,8 @@ def check_choice(name: str, value, choices) -> str:
 
 
 def rank_of(d: int, *, m: int | None = None, kappa: float | None = None) -> int:
-    """The rank `m` from `m` or `kappa = m / d` (rounded); validates both. A `kappa` with
-    `kappa d < 1/2`, which rounds to no rank at all, is refused rather than run at rank 1.
+    """The rank `m` from `m` or `kappa = m / d` (rounded, half to even); validates both. A
+    `kappa` whose `kappa d` rounds to 0 (`kappa d <= 1/2`) is refused rather than run at rank 1.
 
     This is the one place where `round(kappa * d)` is computed.
 
@@ -134,17 +135,19 @@ def rank_of(d: int, *, m: int | None = None, kappa: float | None = None) -> int:
         raise InvalidArgument("give the rank as m or as kappa, not both")
     if m is not None:
         return check_int("m", m, 1, d)
-    if kappa is not None and type(kappa).__name__.endswith("Tracer"):
+    jax = sys.modules.get("jax")  # a traced value needs jax, which is then loaded already
+    if kappa is not None and jax is not None and isinstance(kappa, jax.core.Tracer):
         raise InvalidArgument(
             "kappa sets the rank m = round(kappa d), a shape: give it as a concrete number, not a traced one"
         )
     kappa = 1.0 if kappa is None else check_real("kappa", kappa, low=0.0, high=1.0, low_open=True)
-    if kappa * d < 0.5:  # would round to rank 0: refused, never run silently at rank 1
+    m = round(kappa * d)
+    if m < 1:  # refused, never run silently at rank 1
         raise InvalidArgument(
             f"kappa = {kappa:g} gives kappa d = {kappa * d:.3g} at d = {d}, which rounds below rank 1: "
             f"use kappa >= {1 / d:.4g} (rank 1) or more"
         )
-    return round(kappa * d)
+    return m
 
 
 def available_bytes() -> int:

@@ -63,7 +63,7 @@ def test_a_factored_capacity_needs_its_kappa():
         jm.capacity(d=8, seeds=2, model="factored")
 
 
-@pytest.mark.parametrize("kappa, d", [(0.01, 8), (0.03, 16), (0.0, 8)])
+@pytest.mark.parametrize("kappa, d", [(0.01, 8), (0.03, 16), (0.0, 8), (0.0625, 8)])
 def test_a_kappa_that_rounds_below_rank_one_is_refused(kappa, d):
     with pytest.raises(jm.InvalidArgument, match="^kappa"):
         jm.rank_of(d, kappa=kappa)
