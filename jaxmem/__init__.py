@@ -74,6 +74,9 @@ _WHERE = {
     "WorkingSetDecider": ".solvers",
     "capacity": ".study",
     "CapacityEstimate": ".study",
+    "load": ".study",
+    "read_tables": ".study",
+    "Tables": ".study",
 }
 _SUBPACKAGES = ("theory", "study", "solvers")
 __all__ = sorted([*_WHERE, *_SUBPACKAGES, "__version__"])

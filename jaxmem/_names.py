@@ -10,7 +10,7 @@ MODELS = (*MEMORY_NAMES, "hebbian")
 EMBEDDINGS = ("gaussian", "sphere", "unit")
 SOLVER_NAMES = ("certified", "adam", "hebbian")
 PRECISIONS = ("highest", "tf32", "bf16")
-# the training defaults, chosen by the measurements of the README's "Training defaults"
+# the training defaults (docs/decisions.md, "Training")
 DEFAULT_STEPS = 5000
 DEFAULT_LR = 3e-2
 DEFAULT_INIT_SCALE = 1e-3

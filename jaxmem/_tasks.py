@@ -312,7 +312,7 @@ PROBLEMS = tuple(PROBLEM_CLASSES)
 
 def dp_candidates(task: AbstractTask, mu, rho) -> Float[Array, "... d"]:
     """Candidates `c^(mu)_rho` of a task for broadcastable integer arrays `mu`, `rho`
-    (`task.candidates`, kept as a function for the tests and the README).
+    (`task.candidates`, kept as a function for the tests and the docs).
 
     **Arguments:** `task`: one task; `mu`, `rho`: broadcastable integer arrays.
 

@@ -274,7 +274,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     certified (`conclude`) and the seed's next `p` starts in its slot at once, so the batch stays
     full instead of every round waiting for its slowest decision. A decision starts from `W = 0`,
     or with `cfg.warm_start` from the best multiple of the seed's last storable memory
-    (`best_multiple`; benchmarks/README.md, "Warm starts"; for rank `m`, the second start of the
+    (`best_multiple`; for rank `m`, the second start of the
     rank phase). The constraints are padded to the
     multiple of `plan.pad` that the running proposals need, up or down (a seed's sequence of
     `p`, hence its decisions, is that of a round-by-round search). Where a step is cheap

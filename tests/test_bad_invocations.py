@@ -3,6 +3,7 @@ the argument, and writes nothing. Every case runs through `main` in this process
 subcommand also runs through the real console script (no traceback, no C++ abort)."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -97,7 +98,9 @@ def _run(case, root):
 def _verdict(case, rc, stderr, written):
     name, args = case
     lines = stderr.strip().splitlines()
-    ok = rc == 2 and len(lines) == 1 and name in lines[0] and not written
+    # one line, with the one prefix every subcommand uses, naming the argument
+    one = len(lines) == 1 and re.match(r"^jaxmem( [a-z]+)*: error: ", lines[0]) is not None
+    ok = rc == 2 and one and name in lines[0] and not written
     return None if ok else f"jaxmem {args}: rc={rc}, stderr={lines[:3]}, wrote={written}"
 
 

@@ -144,3 +144,55 @@ def test_theory_saddle_at_huge_p(p, capsys):
     obj = json.loads(out)
     assert rc == 0 and obj["status"] == "success"
     assert 0 < obj["q"] < 1 and 0 < obj["q_se"] <= 0.003
+
+
+def test_version_names_the_commit_of_a_checkout(capsys):
+    import os
+
+    import jaxmem
+
+    with pytest.raises(SystemExit, match="0"):
+        main(["--version"])
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"jaxmem {jaxmem.__version__}")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(jaxmem.__file__)))
+    if os.path.isdir(os.path.join(root, ".git")):
+        head = subprocess.run(
+            ["git", "-C", root, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True
+        )
+        assert f"(git {head.stdout.strip()}" in out
+
+
+def test_a_folders_rows_as_json_csv_and_a_data_frame(tmp_path, capsys):
+    """`--json` keeps its progress on stderr; `capacity DIR --csv` and `jm.load(DIR)` give the
+    rows that `capacity DIR --json` gives, one per point."""
+    import csv
+    import io
+
+    out = str(tmp_path / "c")
+    rc, text, err = _run(
+        ["capacity", "--d", "6", "--problem", "op", "dp", "--seeds", "8", "--out", out, "--json"], capsys
+    )
+    assert rc == 0 and "done in" in err  # progress, on stderr
+    measured = json.loads(text)["rows"]
+    rc, text, _ = _run(["capacity", out, "--json", "--quiet"], capsys)
+    rows = json.loads(text)["rows"]
+    assert rc == 0 and [(r["problem"], r["p_c"], r["ci_low"]) for r in rows] == [
+        (r["problem"], r["p_c"], r["ci_low"]) for r in measured
+    ]
+    rc, text, err = _run(["capacity", out, "--csv", "--quiet"], capsys)
+    table = list(csv.DictReader(io.StringIO(text)))
+    assert rc == 0 and err == "" and len(table) == len(rows) == 2
+    assert [(t["problem"], float(t["p_c"]), float(t["alpha_c"])) for t in table] == [
+        (r["problem"], r["p_c"], r["alpha_c"]) for r in rows
+    ]
+    df = jm.load(out)
+    assert list(df.problem) == [r["problem"] for r in rows] and list(df.p_c) == [r["p_c"] for r in rows]
+    assert "settings.decide.tol" in df.columns and (df["settings.decide.tol"] == 1e-5).all()
+    typed = jm.read_tables(out)
+    assert [r["p_c"] for r in typed.rows] == list(df.p_c)
+    assert [(r["ci_low"], r["ci_high"], r["theory_verdict"]) for r in typed.to_json()["rows"]] == [
+        (r["ci_low"], r["ci_high"], r["theory_verdict"]) for r in rows
+    ]
+    with pytest.raises(jm.InvalidArgument, match="folder"):
+        jm.read_tables(str(tmp_path / "missing"))

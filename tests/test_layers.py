@@ -170,3 +170,17 @@ def test_help_and_import_load_nothing_heavy():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_architecture_page_names_every_module():
+    """docs/architecture.md has a row for every module of the package (its path in backticks,
+    relative to `jaxmem/`) and names no module that does not exist."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    files = {str(f.relative_to(PKG)) for f in PKG.rglob("*.py") if f.name != "__init__.py" or f.parent != PKG}
+    import re
+
+    named = set(re.findall(r"`((?:[a-z_]+/)?_?[a-z_]+\.py)`", text))
+    missing = sorted(f for f in files if f not in named and f.replace("/__init__.py", "/") not in text)
+    assert not missing, f"docs/architecture.md does not describe {missing}"
+    ghosts = sorted(f for f in named if not f.startswith("tests/") and not (PKG / f).exists())
+    assert not ghosts, f"docs/architecture.md names modules that do not exist: {ghosts}"

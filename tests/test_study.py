@@ -395,7 +395,7 @@ def test_rank_report_from_records_alone(tmp_path, capsys):
 def test_the_committed_scaling_study_is_what_its_records_give(capsys):
     """docs/scaling holds the scaling study's records; its `scaling.json` and `scaling.md` are what
     they give (capacities and CIs re-read here, and by `jaxmem capacity DIR --json`), and the
-    README's table is `scaling.md`'s."""
+    table of docs/results/scaling.md is `scaling.md`'s."""
     from jaxmem.study import Store, threshold_rows
 
     root = os.path.join(os.path.dirname(__file__), "..")
@@ -419,15 +419,15 @@ def test_the_committed_scaling_study_is_what_its_records_give(capsys):
     } == want
     with open(os.path.join(folder, "scaling.md")) as f:
         table = [line for line in f if line.startswith("| ") and line[2].isdigit()]
-    with open(os.path.join(root, "README.md")) as f:
-        readme = f.read()
-    assert len(table) == len(summary["table"]) and all(line in readme for line in table)
+    with open(os.path.join(root, "docs", "results", "scaling.md")) as f:
+        page = f.read()
+    assert len(table) == len(summary["table"]) and all(line in page for line in table)
 
 
 def test_the_committed_rank_study_is_what_its_records_give(capsys):
     """docs/rank holds the rank study's records; `rank.json` holds the lower bounds (and their
-    uncertified gaps) that `jaxmem capacity DIR --json` gives from them, and the README's table is
-    `rank.md`'s."""
+    uncertified gaps) that `jaxmem capacity DIR --json` gives from them, and the table of docs/results/rank.md
+    is `rank.md`'s."""
     root = os.path.join(os.path.dirname(__file__), "..")
     folder = os.path.join(root, "docs", "rank")
     with open(os.path.join(folder, "rank.json")) as f:
@@ -444,6 +444,6 @@ def test_the_committed_rank_study_is_what_its_records_give(capsys):
     assert got == want and all(r["lower_bound"] for r in summary["rows"] for r in [r["certified"]])
     with open(os.path.join(folder, "rank.md")) as f:
         table = [line for line in f if line.startswith("| ") and line[2].isdigit()]
-    with open(os.path.join(root, "README.md")) as f:
-        readme = f.read()
-    assert len(table) == len(summary["rows"]) and all(line in readme for line in table)
+    with open(os.path.join(root, "docs", "results", "rank.md")) as f:
+        page = f.read()
+    assert len(table) == len(summary["rows"]) and all(line in page for line in table)

@@ -3,23 +3,45 @@ object on stdout. Bad arguments exit 2 with one readable line; other failures ex
 
 The library never imports this package."""
 
+import argparse
 import os
 import sys
 
 from .._validate import InvalidArgument
 from . import study, theory, train
-from ._args import ArgumentError, Parser
+from ._args import ArgumentError, one_line, Parser
 
 
 __all__ = ["ArgumentError", "main"]
 
+_DESCRIPTION = """How many facts a linear associative memory can store: train memories, decide
+storability with certificates, measure capacities, and evaluate the replica theory."""
+_EXAMPLES = """which command for which question:
+  jaxmem demo                                        the CPU-sized study and its report (minutes)
+  jaxmem train --d 32 --alpha 0.5 --seeds 8          does Adam store p facts in d x d?
+  jaxmem capacity --d 16 --seeds 8                   the certified capacity, with a 95% CI
+  jaxmem capacity DIR [--json | --csv]               the tables of a folder's records
+  jaxmem report DIR                                  figures and report.md of a folder
+  jaxmem theory capacity --p 1000                    Gardner's alpha_c(p)
+
+Run `jaxmem COMMAND --help` for a command's options and examples."""
+
 
 def build_parser() -> Parser:
-    p = Parser(prog="jaxmem", description=sys.modules["jaxmem.cli"].__doc__)
+    p = Parser(prog="jaxmem", description=_DESCRIPTION, epilog=_EXAMPLES)
+    p.add_argument(
+        "--version", action=_Version, help="print the version (and the git commit of a checkout) and exit"
+    )
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     for module in (train, study, theory):
         module.add_commands(sub)
     for command in _commands(sub):
+        command.add_argument(
+            "--json",
+            action="store_true",
+            help="print exactly one JSON object on stdout (progress stays on stderr)",
+        )
+        command.add_argument("--quiet", action="store_true", help="print no progress on stderr")
         command.add_argument(
             "--no-cache",
             action="store_true",
@@ -27,6 +49,44 @@ def build_parser() -> Parser:
             "JAXMEM_CACHE_DIR or ~/.cache/jaxmem/xla; JAXMEM_NO_CACHE=1 also turns it off)",
         )
     return p
+
+
+def _prog(a) -> str:
+    """`jaxmem CMD` (and the theory command) of a parsed command line, or `jaxmem`."""
+    words = ["jaxmem", getattr(a, "cmd", None), getattr(a, "theory_cmd", None)]
+    return " ".join(w for w in words if w)
+
+
+def _version() -> str:
+    """The version, and the git commit where jaxmem runs from a checkout (`+dirty` if it has
+    uncommitted changes)."""
+    import subprocess
+
+    from .._provenance import VERSION
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        run = lambda *c: subprocess.run(
+            ["git", "-C", root, *c], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        if os.path.isdir(os.path.join(root, ".git")):
+            commit = run("rev-parse", "--short=12", "HEAD")
+            dirty = "+dirty" if run("status", "--porcelain", "--untracked-files=no") else ""
+            return f"jaxmem {VERSION} (git {commit}{dirty})"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return f"jaxmem {VERSION}"
+
+
+class _Version(argparse.Action):
+    """`--version`: asks git only when given."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version())
+        parser.exit()
 
 
 def _commands(sub):
@@ -99,10 +159,13 @@ def main(argv=None) -> int:
             _use_cache(a)
             a.func(a)
         except InvalidArgument as e:  # a library check of a value the user gave
-            raise ArgumentError(f"jaxmem {a.cmd}: error: {str(e).splitlines()[0]}") from None
+            raise ArgumentError(str(e)) from None
     except ArgumentError as e:
-        print(str(e).splitlines()[0], file=sys.stderr)
+        print(one_line(str(e), _prog(locals().get("a"))), file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
+        sys.stdout = open(os.devnull, "w")
+        return 1
     except KeyboardInterrupt:
         print("jaxmem: interrupted", file=sys.stderr)
         return 130

@@ -6,16 +6,55 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from collections.abc import Mapping
 
 
 class ArgumentError(Exception):
-    """A bad command line: printed as one line, exit status 2."""
+    """A bad command line: printed as one line, `jaxmem CMD: error: MESSAGE`, exit status 2."""
 
 
 class Parser(argparse.ArgumentParser):
+    """An `ArgumentParser` whose errors are `ArgumentError`s, and whose help shows every
+    option's default and keeps the examples' line breaks."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):
-        raise ArgumentError(f"{self.prog}: {message}")
+        raise ArgumentError(f"{self.prog}: error: {message}")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogues as written (the examples), and each option's default."""
+
+    def _get_help_string(self, action):
+        h = action.help or ""
+        d = action.default
+        if "default" in h or d is None or d is False or d is argparse.SUPPRESS or not action.option_strings:
+            return h
+        shown = (
+            " ".join(map(str, d)) if isinstance(d, list | tuple) else f"{d:g}" if isinstance(d, float) else d
+        )
+        return h + f" (default: {shown})".replace("%", "%%")
+
+
+def one_line(message: str, prog: str) -> str:
+    """An error as the one line every subcommand prints: `PROG: error: MESSAGE`."""
+    first = str(message).splitlines()[0] if str(message) else ""
+    m = re.match(r"^(jaxmem(?: [a-z]+)*): (?:error: )?(.*)$", first)
+    if m:
+        prog, first = m.groups()
+    return f"{prog}: error: {first}"
+
+
+def progress(a):
+    """Where a command's progress goes: stderr, unless `--quiet` (with `--json` too: stdout
+    holds only the one JSON object)."""
+    import sys
+
+    return None if getattr(a, "quiet", False) else sys.stderr
 
 
 # Work that no 2-core machine or single accelerator finishes: refused, not started.

@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from ._args import ArgumentError, grid, integer, parse_shard, print_json, real, writable_folder
+from ._args import ArgumentError, grid, integer, parse_shard, print_json, progress, real, writable_folder
 from .train import add_train_knobs, train_knobs
 
 
@@ -83,7 +83,7 @@ def _knobs(a):
 
 def _existing_folder(path: str) -> str:
     if not os.path.isdir(path):
-        raise ArgumentError(f"jaxmem: error: argument dir: no such folder: {path!r}")
+        raise ArgumentError(f"argument dir: no such folder: {path!r}")
     return path
 
 
@@ -122,7 +122,7 @@ def _cmd_sweep(a):
         return
     store = Store(a.out)
     store.note_command(sys.argv)
-    run_sweep(spec, a.out, shard=(i, n), log=None if a.json or a.quiet else sys.stderr)
+    run_sweep(spec, a.out, shard=(i, n), log=progress(a))
     if a.json:
         print_json(dict(out=a.out, configs=len(cfgs[i::n]), records=len(store.records())))
 
@@ -133,11 +133,9 @@ def _measurement_points(a) -> list[dict]:
     from ..study import distinct_units, point_configs
 
     if a.model == "factored" and not a.kappa:
-        raise ArgumentError("jaxmem capacity: error: argument --kappa: required with --model factored")
+        raise ArgumentError("argument --kappa: required with --model factored")
     if a.criterion != 1.0 and "certified" in a.solver:
-        raise ArgumentError(
-            "jaxmem capacity: error: argument --criterion: an accuracy criterion needs --solver adam"
-        )
+        raise ArgumentError("argument --criterion: an accuracy criterion needs --solver adam")
     dcfg = DecideConfig(tol=a.tol, decider=a.decider, warm_start=a.warm_start)
     acfg = TrainConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale, accuracy=a.criterion)
     units = []
@@ -170,30 +168,30 @@ def _measurement_points(a) -> list[dict]:
 
 
 def _cmd_capacity(a):
-    from ..study import (
-        adam_vs_certified,
-        compare,
-        compare_op_dp,
-        estimate,
-        measure,
-        public,
-        Store,
-        threshold_rows,
-    )
+    from ..study import measure, read_tables, Store, tables_of
 
     if (a.dir is None) == (a.d is None):
         raise ArgumentError(
-            "jaxmem capacity: error: argument dir: give a folder to read, or --d to measure "
-            "(with --out DIR to keep the records)"
+            "argument dir: give a folder to read, or --d to measure (with --out DIR to keep the records)"
         )
+    if a.json and a.csv:
+        raise ArgumentError("argument --csv: not allowed with --json (one format at a time)")
     if a.dir is not None:
         given = [f"--{k.replace('_', '-')}" for k, v in a.measuring.items() if getattr(a, k) != v]
         if given:
             raise ArgumentError(
-                f"jaxmem capacity: error: argument {given[0]}: a measurement option, but dir only reads "
+                f"argument {given[0]}: a measurement option, but dir only reads "
                 "a folder's records (give --d to measure)"
             )
-    if a.d is not None:
+        _existing_folder(a.dir)
+        if progress(a):
+            print(
+                f"jaxmem capacity: reading {a.dir!r} (and the theory of each row)",
+                file=progress(a),
+                flush=True,
+            )
+        tables = read_tables(a.dir)
+    else:
         shard = parse_shard(a.shard)
         units = _measurement_points(a)
         if a.out:
@@ -204,35 +202,17 @@ def _cmd_capacity(a):
         store = Store(a.out) if a.out else None
         if store is not None:
             store.note_command(sys.argv)
-        recs = measure(units, store=store, shard=shard, log=None if (a.json or a.quiet) else sys.stderr)
-        sweep_rows = []
-    else:
-        store = Store(_existing_folder(a.dir))
-        everything = store.records()
-        recs = [r for r in everything if r.get("kind") == "threshold"]
-        sweep = [r for r in everything if "kind" not in r]
-        if not recs and not sweep:
-            raise ArgumentError(f"jaxmem capacity: error: argument dir: no records under {a.dir!r}")
-        sweep_rows = estimate(sweep) if sweep else []
-    rows = [dict(r, kind="threshold") for r in threshold_rows(recs)]
-    op_dp = [
-        dict(c, kind="threshold", model="full", solver=solver)
-        for solver in ("certified", "adam")
-        for c in compare(
-            recs,
-            dict(problem="op", model="full", solver=solver),
-            dict(problem="dp", model="full", solver=solver),
-        )
-    ]
-    avc = adam_vs_certified(recs)
+        tables = tables_of(measure(units, store=store, shard=shard, log=progress(a)))
     if a.json:
-        rows += [dict(r, kind="sweep") for r in public(sweep_rows)]
-        op_dp += [dict(c, kind="sweep") for c in compare_op_dp(sweep_rows)] if sweep_rows else []
-        print_json(dict(rows=rows, op_vs_dp=op_dp, adam_vs_certified=avc))
+        print_json(tables.to_json())
         return
+    if a.csv:
+        _print_csv(tables.flat_rows())
+        return
+    rows = [r for r in tables.rows if r["kind"] == "threshold"]
     if rows:
         _print_threshold_rows(rows)
-    for c in op_dp:
+    for c in tables.op_vs_dp:
         tail = (
             ""
             if c["verdict"] == "differ"
@@ -243,13 +223,25 @@ def _cmd_capacity(a):
             f"OP - DP ({c['solver']}, {c['embedding']}) at d={c['d']}{at}: {c['diff']:+.4f} "
             f"[{c['ci_low']:+.4f}, {c['ci_high']:+.4f}]: {c['verdict']}{tail}"
         )
+    avc = tables.adam_vs_certified
     for c in avc:
         print(
             f"adam vs certified at {_label(c, avc)}: {c['fraction_below']:.2f} of "
             f"seeds below, capacity lost {c['lost']:+.4f}"
         )
+    sweep_rows = [r for r in tables.rows if r["kind"] == "sweep"]
     if sweep_rows:
         print_rows(sweep_rows)
+
+
+def _print_csv(rows: list[dict]) -> None:
+    """Rows as CSV on stdout, one header of every column any row has."""
+    import csv
+
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    w = csv.DictWriter(sys.stdout, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
 
 
 def _label(row: dict, rows: list[dict]) -> str:
@@ -266,7 +258,10 @@ def _label(row: dict, rows: list[dict]) -> str:
 def _cmd_report(a):
     from ..study import public, write_report
 
-    path, rows = write_report(_study_folder(a.dir))
+    _study_folder(a.dir)
+    if progress(a):
+        print(f"jaxmem report: reading {a.dir!r} and drawing its figures", file=progress(a), flush=True)
+    path, rows = write_report(a.dir)
     if a.json:
         print_json(dict(out=a.dir, report=path, rows=public(rows)))
     else:
@@ -278,7 +273,7 @@ def _study_folder(path: str) -> str:
 
     _existing_folder(path)
     if not any(r.get("kind") in ("threshold", None) for r in Store(path).records()):
-        raise ArgumentError(f"jaxmem: error: argument dir: no threshold or sweep records under {path!r}")
+        raise ArgumentError(f"argument dir: no threshold or sweep records under {path!r}")
     return path
 
 
@@ -291,7 +286,7 @@ def _cmd_demo(a):
     writable_folder("--out", a.out)
     store = Store(a.out)
     store.note_command(sys.argv)
-    run_study(QUICK if a.quick else DEMO, a.out, log=None if (a.json or a.quiet) else sys.stderr, jobs=jobs)
+    run_study(QUICK if a.quick else DEMO, a.out, log=progress(a), jobs=jobs)
     path, rows = write_report(a.out)
     seconds = time.perf_counter() - t0
     if a.json:
@@ -310,6 +305,17 @@ def _criterion(s: str) -> float:
     return real(0.0, 1.0, low_open=True)(x)
 
 
+_SWEEP_EXAMPLES = """examples:
+  jaxmem sweep --d 24 32 --alpha 0.3:1.2:10 --problem op dp --seeds 16 --out runs/a
+  jaxmem sweep --d 32 --p 100 150 200 --model factored --kappa 0.5 --out runs/b --shard 0/2"""
+_CAPACITY_EXAMPLES = """examples:
+  jaxmem capacity --d 16 --seeds 8                           certified OP capacity, 8 seeds
+  jaxmem capacity --d 32 48 --problem op dp --out runs/c     keep the records (resumable)
+  jaxmem capacity --d 16 --solver certified adam             Adam against certified, seed by seed
+  jaxmem capacity --d 32 --model factored --kappa 0.5        a certified rank-16 lower bound
+  jaxmem capacity runs/c --csv > rows.csv                    a folder's rows as CSV"""
+
+
 def add_commands(sub) -> None:
     from .._names import (
         EMBEDDINGS,
@@ -321,28 +327,38 @@ def add_commands(sub) -> None:
     )
 
     kappa = real(0.0, 1.0, low_open=True)
-    sw = sub.add_parser("sweep", help="run a resumable sweep into an output folder")
-    sw.add_argument("--d", type=integer(2), nargs="+", required=True)
+    sw = sub.add_parser(
+        "sweep",
+        help="run a resumable sweep into an output folder",
+        description="Fixed-p ensembles over a grid of loads: P(all stored) against p, "
+        "with a logistic estimate.",
+        epilog=_SWEEP_EXAMPLES,
+    )
+    sw.add_argument("--d", type=integer(2), nargs="+", required=True, help="dimensions")
     g = sw.add_mutually_exclusive_group(required=True)
     g.add_argument("--alpha", nargs="+", help="START:STOP:N or a list of loads")
     g.add_argument("--p", nargs="+", help="START:STOP:N or a list of p")
-    sw.add_argument("--problem", nargs="+", default=["op"], choices=list(PROBLEMS))
-    sw.add_argument("--model", nargs="+", default=["full"], choices=list(MODELS))
+    sw.add_argument("--problem", nargs="+", default=["op"], choices=list(PROBLEMS), help="problems")
+    sw.add_argument("--model", nargs="+", default=["full"], choices=list(MODELS), help="memories")
     sw.add_argument("--kappa", type=kappa, nargs="+", default=None, help="rank fractions (factored only)")
     add_train_knobs(sw)
     sw.add_argument("--shard", default=None, help="i/n: run every n-th config from the i-th (multi-host)")
     sw.add_argument("--plan", action="store_true", help="print the number of units of work and stop")
-    sw.add_argument("--out", required=True)
-    sw.add_argument("--quiet", action="store_true")
-    sw.add_argument("--json", action="store_true")
+    sw.add_argument("--out", required=True, help="the folder of records (created; resumed if it exists)")
     sw.set_defaults(func=_cmd_sweep)
 
-    c = sub.add_parser("capacity", help="measure certified (or Adam) capacities, or read a folder's records")
+    c = sub.add_parser(
+        "capacity",
+        help="measure certified (or Adam) capacities, or read a folder's records",
+        description="Per seed, the largest p at which some memory stores all p associations, decided with "
+        "certificates; per point, the median capacity with its distribution-free 95% CI.",
+        epilog=_CAPACITY_EXAMPLES,
+    )
     c.add_argument(
         "dir", nargs="?", default=None, help="a folder of records to read (sweeps or measurements)"
     )
     c.add_argument("--d", type=integer(2), nargs="+", default=None, help="measure at these dimensions")
-    c.add_argument("--problem", nargs="+", default=["op"], choices=list(PROBLEMS))
+    c.add_argument("--problem", nargs="+", default=["op"], choices=list(PROBLEMS), help="problems")
     c.add_argument(
         "--model",
         default="full",
@@ -351,11 +367,19 @@ def add_commands(sub) -> None:
         "certified full-rank thresholds of the same tasks (each seed's uncertified gap)",
     )
     c.add_argument("--kappa", type=kappa, nargs="+", default=None, help="rank fractions (factored only)")
-    c.add_argument("--solver", nargs="+", default=["certified"], choices=list(SOLVERS))
-    c.add_argument("--seeds", type=integer(1, 1_000_000), default=64)
-    c.add_argument("--seed0", type=integer(0, 2**31 - 1), default=0)
+    c.add_argument(
+        "--solver",
+        nargs="+",
+        default=["certified"],
+        choices=list(SOLVERS),
+        help="certified: exact decisions; adam: the paper's protocol; hebbian: the rule",
+    )
+    c.add_argument("--seeds", type=integer(1, 1_000_000), default=64, help="seeds per point")
+    c.add_argument("--seed0", type=integer(0, 2**31 - 1), default=0, help="the first seed")
     c.add_argument("--group", type=integer(1), default=16, help="seeds per unit of work (one record file)")
-    c.add_argument("--embedding", default="gaussian", choices=list(EMBEDDINGS))
+    c.add_argument(
+        "--embedding", default="gaussian", choices=list(EMBEDDINGS), help="how inputs and targets are drawn"
+    )
     c.add_argument(
         "--tol",
         type=real(0.0, MAX_TOL, low_open=True),
@@ -382,7 +406,7 @@ def add_commands(sub) -> None:
     )
     c.add_argument("--steps", type=integer(0), default=5000, help="Adam step budget")
     c.add_argument("--lr", type=real(0.0, low_open=True), default=3e-2, help="Adam learning rate")
-    c.add_argument("--init-scale", type=real(0.0, low_open=True), default=1e-3)
+    c.add_argument("--init-scale", type=real(0.0, low_open=True), default=1e-3, help="Adam's initial scale")
     c.add_argument(
         "--criterion",
         type=_criterion,
@@ -392,8 +416,9 @@ def add_commands(sub) -> None:
     c.add_argument("--out", default=None, help="keep the records here (resumable); default: keep nothing")
     c.add_argument("--shard", default=None, help="i/n: run every n-th unit of work from the i-th")
     c.add_argument("--plan", action="store_true", help="print the number of units of work and stop")
-    c.add_argument("--quiet", action="store_true")
-    c.add_argument("--json", action="store_true")
+    c.add_argument(
+        "--csv", action="store_true", help="print the rows as CSV (every column, settings included)"
+    )
     measuring = (
         "problem",
         "model",
@@ -416,13 +441,23 @@ def add_commands(sub) -> None:
     )
     c.set_defaults(func=_cmd_capacity, measuring={k: c.get_default(k) for k in measuring})
 
-    r = sub.add_parser("report", help="figures and report.md from a study folder (reads records only)")
-    r.add_argument("dir")
-    r.add_argument("--json", action="store_true")
+    r = sub.add_parser(
+        "report",
+        help="figures and report.md from a study folder (reads records only)",
+        epilog="examples:\n  jaxmem report jaxmem-demo\n  jaxmem report runs/a --json",
+    )
+    r.add_argument("dir", help="a folder jaxmem wrote (its records are read, never changed)")
     r.set_defaults(func=_cmd_report)
 
-    d = sub.add_parser("demo", help="the main job: the CPU-sized capacity study and its report")
-    d.add_argument("--out", default="jaxmem-demo")
+    d = sub.add_parser(
+        "demo",
+        help="the main job: the CPU-sized capacity study and its report",
+        description="Certified, Adam and Hebbian capacities, rank, spectra, scores and a peer's protocol at "
+        "CPU sizes, into one resumable folder, then report.md and its figures.",
+        epilog="examples:\n  jaxmem demo\n  jaxmem demo --out runs/demo --jobs 2\n"
+        "  jaxmem demo --quick --out /tmp/q",
+    )
+    d.add_argument("--out", default="jaxmem-demo", help="the folder (resumed if it exists)")
     d.add_argument("--quick", action="store_true", help="a minutes-long check of the same path")
     d.add_argument(
         "--jobs",
@@ -430,6 +465,4 @@ def add_commands(sub) -> None:
         default=0,
         help="worker processes (0: one per CPU core up to 4 on the CPU, 1 on an accelerator)",
     )
-    d.add_argument("--quiet", action="store_true")
-    d.add_argument("--json", action="store_true")
     d.set_defaults(func=_cmd_demo)

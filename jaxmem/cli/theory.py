@@ -3,9 +3,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
-from ._args import integer, print_json, real
+from ._args import integer, print_json, progress, real
+
+
+@contextlib.contextmanager
+def _working(a, what: str):
+    """One line on stderr once the work has taken two seconds (a first call compiles for several
+    seconds); a quick answer, or a refused argument, prints none."""
+    log = progress(a)
+    line = f"jaxmem theory: computing {what} (a first call compiles; later ones reuse the cache)"
+    timer = threading.Timer(2.0, lambda: print(line, file=log, flush=True)) if log else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def _emit(a, obj, text):
@@ -23,7 +42,8 @@ def _num(x):
 def _capacity(a):
     from ..theory import capacity
 
-    c = capacity(a.p if math.isinf(a.p) else float(a.p), a.kappa, a.margin, se_target=a.se_target)
+    with _working(a, "alpha_c(p)"):
+        c = capacity(a.p if math.isinf(a.p) else float(a.p), a.kappa, a.margin, se_target=a.se_target)
     out = dict(
         p=a.p if math.isfinite(a.p) else "inf",
         kappa=a.kappa,
@@ -50,7 +70,8 @@ def _saddle(a):
     from ..theory import saddle, SaddleConfig, status_name
 
     config = SaddleConfig(se_target=a.se_target, max_samples=a.max_samples)
-    s = saddle(a.alpha, a.p, a.margin, config=config)
+    with _working(a, "the saddle point"):
+        s = saddle(a.alpha, a.p, a.margin, config=config)
     out = dict(
         alpha=a.alpha,
         p=a.p,
@@ -72,7 +93,8 @@ def _saddle(a):
 def _transition(a):
     from ..theory import transition_loads
 
-    t = transition_loads(a.d, a.kappa)
+    with _working(a, "the transition loads"):
+        t = transition_loads(a.d, a.kappa)
     out = dict(d=a.d, kappa=a.kappa)
     for k in t.__dataclass_fields__:
         out[k] = _num(getattr(t, k))
@@ -89,7 +111,8 @@ def _hebbian(a):
     from .._tasks import alpha_of
     from ..theory import hebbian, hebbian_asymptotic
 
-    h = hebbian(a.d, a.p, a.problem)
+    with _working(a, "the Hebbian law"):
+        h = hebbian(a.d, a.p, a.problem)
     out = dict(
         d=a.d,
         p=a.p,
@@ -106,41 +129,51 @@ def _hebbian(a):
 def _listwise(a):
     from ..theory import kappa_r, listwise_alpha_c
 
-    out = dict(r=a.r, kappa_r=float(kappa_r(a.r)), alpha_G_c=float(listwise_alpha_c(a.r)))
+    with _working(a, "the listwise capacity"):
+        out = dict(r=a.r, kappa_r=float(kappa_r(a.r)), alpha_G_c=float(listwise_alpha_c(a.r)))
     _emit(a, out, f"r={a.r}  kappa_r={out['kappa_r']:.4f}  alpha_G_c={out['alpha_G_c']:.4f}")
 
 
 def add_commands(sub) -> None:
-    th = sub.add_parser("theory", help="theory predictions (float64)")
+    th = sub.add_parser(
+        "theory",
+        help="theory predictions (float64)",
+        epilog="examples:\n  jaxmem theory capacity --p 1000\n  jaxmem theory capacity --p inf --kappa 0.5\n"
+        "  jaxmem theory saddle --alpha 0.5 --p 1e12\n  jaxmem theory transition --d 64\n"
+        "  jaxmem theory hebbian --d 32 --p 72 --problem dp\n  jaxmem theory listwise --r 0.1",
+    )
     ts = th.add_subparsers(dest="theory_cmd", required=True, parser_class=type(th))
     c = ts.add_parser("capacity", help="alpha_c(p, kappa) = ln p F(kappa) / E dist^2")
     c.add_argument("--p", type=real(2.0, allow_inf=True), required=True, help="associations, or inf")
-    c.add_argument("--kappa", type=real(0.0, 1.0, low_open=True), default=1.0)
-    c.add_argument("--margin", type=real(0.0), default=0.0)
+    c.add_argument("--kappa", type=real(0.0, 1.0, low_open=True), default=1.0, help="rank fraction m / d")
+    c.add_argument("--margin", type=real(0.0), default=0.0, help="required margin")
     c.add_argument(
         "--se-target", type=real(0.0, low_open=True), default=0.0015, help="standard error to reach"
     )
     c.set_defaults(func=_capacity)
     s = ts.add_parser("saddle", help="RS saddle point q*(alpha) at load alpha = p ln p / d^2")
-    s.add_argument("--alpha", type=real(0.0, low_open=True), required=True)
+    s.add_argument("--alpha", type=real(0.0, low_open=True), required=True, help="load p ln p / d^2")
     s.add_argument("--p", type=real(2.0), required=True, help="associations (real, up to 1e12 and beyond)")
-    s.add_argument("--margin", type=real(0.0), default=0.0)
+    s.add_argument("--margin", type=real(0.0), default=0.0, help="required margin")
     s.add_argument(
         "--se-target", type=real(0.0, low_open=True), default=0.003, help="standard error of q* to reach"
     )
     s.add_argument("--max-samples", type=integer(64, 2**22), default=32768, help="cap on the samples")
     s.set_defaults(func=_saddle)
     tr = ts.add_parser("transition", help="predicted P(all stored) transition at dimension d (2.8)")
-    tr.add_argument("--d", type=integer(2, 10**6), required=True)
-    tr.add_argument("--kappa", type=real(0.0, 1.0, low_open=True), default=1.0)
+    tr.add_argument("--d", type=integer(2, 10**6), required=True, help="dimension")
+    tr.add_argument("--kappa", type=real(0.0, 1.0, low_open=True), default=1.0, help="rank fraction m / d")
     tr.set_defaults(func=_transition)
     h = ts.add_parser("hebbian", help="finite-size Hebbian accuracy and P(all stored)")
-    h.add_argument("--d", type=integer(2), required=True)
-    h.add_argument("--p", type=integer(2), required=True)
-    h.add_argument("--problem", default="op", choices=["op", "dp"])
+    h.add_argument("--d", type=integer(2), required=True, help="dimension")
+    h.add_argument("--p", type=integer(2), required=True, help="associations")
+    h.add_argument("--problem", default="op", choices=["op", "dp"], help="op or dp")
     h.set_defaults(func=_hebbian)
     lw = ts.add_parser("listwise", help="tail-average-margin capacity alpha_G,c(r)")
-    lw.add_argument("--r", type=real(0.0, 1.0, low_open=True), required=True)
+    lw.add_argument(
+        "--r",
+        type=real(0.0, 1.0, low_open=True),
+        required=True,
+        help="fraction of competitors in the tail average",
+    )
     lw.set_defaults(func=_listwise)
-    for sp in (c, s, tr, h, lw):
-        sp.add_argument("--json", action="store_true")

@@ -7,14 +7,38 @@ from .._names import EMBEDDINGS, PRECISIONS
 from ._args import ArgumentError, integer, print_json, real, table
 
 
+_TRAIN_EXAMPLES = """examples:
+  jaxmem train --d 32 --alpha 0.5 --problem dp --seeds 8
+  jaxmem train --d 32 --p 200 --model factored --kappa 0.5 --steps 5000 --lr 0.03
+  jaxmem train --d 32 --p 72 --model hebbian --json"""
+
+
 def add_train_knobs(sp, *, seeds: int = 8) -> None:
     """Seeds and training knobs, shared by train, sweep and demo."""
-    sp.add_argument("--seeds", type=integer(1, 1_000_000), default=seeds)
-    sp.add_argument("--seed0", type=integer(0, 2**31 - 1), default=0, help="keys alias beyond 31 bits")
-    sp.add_argument("--steps", type=integer(0), default=None, help="Adam step budget")
-    sp.add_argument("--lr", type=real(0.0, low_open=True), default=None)
-    sp.add_argument("--init-scale", type=real(0.0, low_open=True), default=None)
-    sp.add_argument("--embedding", default="gaussian", choices=list(EMBEDDINGS))
+    from .._names import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
+
+    sp.add_argument("--seeds", type=integer(1, 1_000_000), default=seeds, help="independent tasks (seeds)")
+    sp.add_argument(
+        "--seed0", type=integer(0, 2**31 - 1), default=0, help="the first seed (keys alias beyond 31 bits)"
+    )
+    sp.add_argument(
+        "--steps", type=integer(0), default=None, help=f"Adam step budget (default: {DEFAULT_STEPS})"
+    )
+    sp.add_argument(
+        "--lr",
+        type=real(0.0, low_open=True),
+        default=None,
+        help=f"Adam learning rate (default: {DEFAULT_LR:g})",
+    )
+    sp.add_argument(
+        "--init-scale",
+        type=real(0.0, low_open=True),
+        default=None,
+        help=f"initial singular values, times the quarter circle (default: {DEFAULT_INIT_SCALE:g})",
+    )
+    sp.add_argument(
+        "--embedding", default="gaussian", choices=list(EMBEDDINGS), help="how inputs and targets are drawn"
+    )
     sp.add_argument(
         "--precision",
         default="highest",
@@ -49,7 +73,7 @@ def _cmd_train(a):
     from .._train import TrainConfig
 
     if a.p is None and a.alpha is None:
-        raise ArgumentError("jaxmem train: error: give --p or --alpha")
+        raise ArgumentError("argument --p: give --p or --alpha")
     res = run_experiment(
         d=a.d,
         p=a.p,
@@ -60,7 +84,7 @@ def _cmd_train(a):
         seeds=a.seeds,
         seed0=a.seed0,
         embedding=a.embedding,
-        progress=not (a.quiet or a.json),
+        progress=not a.quiet,
         config=TrainConfig(**train_knobs(a)),
     )
     res = dict(res.to_json(), **run_info())
@@ -82,17 +106,33 @@ def _cmd_train(a):
 def add_commands(sub) -> None:
     from .._names import MODELS, PROBLEMS
 
-    sp = sub.add_parser("train", help="train an ensemble of memories at one (d, p)")
-    sp.add_argument("--d", type=integer(2), required=True)
+    sp = sub.add_parser(
+        "train",
+        help="train an ensemble of memories at one (d, p)",
+        description="Adam on the softmax cross-entropy, vmapped over seeds: "
+        "does it store all p associations?",
+        epilog=_TRAIN_EXAMPLES,
+    )
+    sp.add_argument("--d", type=integer(2), required=True, help="dimension of inputs and targets")
     g = sp.add_mutually_exclusive_group()
-    g.add_argument("--p", type=integer(2))
-    g.add_argument("--alpha", type=real(0.0, low_open=True), help="load p ln p / d^2")
-    sp.add_argument("--problem", default="op", choices=list(PROBLEMS))
-    sp.add_argument("--model", default="full", choices=list(MODELS))
+    g.add_argument("--p", type=integer(2), help="associations to store (or give --alpha)")
+    g.add_argument(
+        "--alpha", type=real(0.0, low_open=True), help="load p ln p / d^2 (p is the closest integer)"
+    )
+    sp.add_argument(
+        "--problem",
+        default="op",
+        choices=list(PROBLEMS),
+        help="op: the original problem; dp: the decoupled one",
+    )
+    sp.add_argument(
+        "--model",
+        default="full",
+        choices=list(MODELS),
+        help="full: W; factored: W = Q R^T; hebbian: the rule",
+    )
     sp.add_argument(
         "--kappa", type=real(0.0, 1.0, low_open=True), default=None, help="rank m = kappa d (factored only)"
     )
     add_train_knobs(sp)
-    sp.add_argument("--quiet", action="store_true")
-    sp.add_argument("--json", action="store_true")
     sp.set_defaults(func=_cmd_train)

@@ -73,14 +73,8 @@ class DecideConfig(eqx.Module):
       batch where the batch is worth compacting (`worth_compacting`; otherwise it is frozen).
     - `rank_window`, `rank_progress`: the rank-`m` phase of a factored memory stops, undecided,
       when its squared hinge has fallen by less than `rank_progress` of itself over
-      `rank_window` iterations (a stalled local search). Measured at d = 32 (8 seeds per
-      `kappa` and problem; benchmarks/README.md, "How tight the rank-m lower bound is"): 100 and
-      0.01 found a lower bound one or two steps lower at 6 of 48 seeds; 1000 and 0.0005 with a
-      warm second start found one a step higher at 4 of 48, in 2.7 times the time.
-    - `rank_max_iter`: the most iterations of each start of the rank-`m` phase. In the rank
-      study's records (`docs/rank`, d = 32) none of the 499 storable rank-`m` decisions took more
-      than 5477 iterations in all (99% at most 3655); an undecided one that runs on holds a small
-      batch, which is not compacted, until it stops.
+      `rank_window` iterations (a stalled local search; docs/decisions.md, "rank_window").
+    - `rank_max_iter`: the most iterations of each start of the rank-`m` phase.
     - `stream`, `block`: the margins are never formed (`StreamedConstraints`, full rank only)
       where `use_stream` says so (`None`) or `stream` forces it; `block` columns per tile.
     - `decider`: `"dense"` (the `Decider`: every iteration touches all `p (p - 1)` margins),
@@ -90,9 +84,8 @@ class DecideConfig(eqx.Module):
       (`working_set_size`).
     - `outer_every`: the most inner iterations between two outer passes.
     - `warm_start`: a threshold search starts each full-rank decision of a seed from the best
-      multiple of its last storable memory (`best_multiple`), not from `W = 0`. Off by default:
-      it saved 1 to 2% of the iterations in searches at d = 48 and 64 (benchmarks/README.md,
-      "Warm starts"), where the costly decisions are the unstorable ones near the threshold.
+      multiple of its last storable memory (`best_multiple`), not from `W = 0`. Off by default
+      (docs/decisions.md, "warm_start").
       A rank-`m` decision keeps its full-rank phase cold and uses the seed's last rank-`m` memory
       as a second start of its rank phase, once the first has stalled.
     """

@@ -2,16 +2,10 @@
 
 Both decide the same question with certificates that are recomputed in float64, so they differ
 only where the best normalised margin lies in `(0, tol)`: there both answers are true (storable
-with a tiny margin, and no margin above `tol`). `choose_decider` is measured on this project's
-2-core CPU (benchmarks/README.md, "Dense against working-set decider" and "The working set's
-size"): in threshold searches the working set was 0.97x and 1.07x the dense speed on the OP at
-d = 48 and 64 (compilation included), 1.64x and 1.85x on the DP; one batch of decisions near the
-capacity took 2.4x less time on the DP at d = 64 and 1.5x less on the OP at d = 128. With cheaper
-certificates and outer passes ("Cheaper passes, fewer compiles") a 64-seed OP search at d = 48 ran
-1.20x faster with the working set (one run: within this machine's spread, so the rule stands). The dense
-decider's iteration costs `O(p^2 d)`, the working set's `O(p d^2 + p k d)` plus an `O(p^2 d)`
-outer pass every `outer_every` iterations, so the working set wins once `p / d` is large, which
-at the capacity means large `d`.
+with a tiny margin, and no margin above `tol`). The dense decider's iteration costs `O(p^2 d)`,
+the working set's `O(p d^2 + p k d)` plus an `O(p^2 d)` outer pass every `outer_every`
+iterations, so the working set wins once `p / d` is large, which at the capacity means large
+`d`; `choose_decider`'s thresholds are measured (docs/decisions.md, "The decider auto").
 """
 
 from __future__ import annotations

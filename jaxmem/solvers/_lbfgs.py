@@ -25,7 +25,7 @@ HIGHEST = lax.Precision.HIGHEST
 def tmatmul(X, Y, precision=HIGHEST):
     """`X^T Y`, contracting the leading axes: one `dot_general`, not a transpose and a matmul,
     which XLA's CPU backend ran up to 20 times slower under `vmap` over a single instance when
-    `X` is computed in the same program (`benchmarks/README.md`, "A batch of one")."""
+    `X` is computed in the same program (measured under `vmap` over one instance)."""
     return jnp.einsum("pi,pj->ij", X, Y, precision=precision)
 
 
@@ -238,8 +238,7 @@ def best_multiple(slopes, W0):
     """The multiple `s W0` of a warm start that minimises the squared hinge along it,
     `s = argmin_{t >= 0} L(t W0)`, from `slopes(ts) -> (phi'(ts), phi''(ts))` of
     `phi(t) = L(t W0)` (`_bracketed_root`). A memory that stores a prefix of the task has margins
-    far above 1 on most of its constraints, so at its own scale it is a poor start (2 to 3 times
-    the iterations of `W = 0` near the threshold; benchmarks/README.md, "Warm starts"); its best
+    far above 1 on most of its constraints, so at its own scale it is a poor start; its best
     multiple is no worse than `W = 0 = 0 W0`, and `W0 = 0` stays 0 (a cold start).
 
     **Returns:** `s W0`."""

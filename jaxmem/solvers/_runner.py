@@ -6,8 +6,8 @@ jitted chunks of at most `chunk` steps; inside a chunk a finished instance is fr
 no longer changes), and between chunks the finished instances leave the batch, the rest being
 re-batched into a bucket, a power of two (or of `base`). An instance's trajectory therefore
 depends neither on the chunk size nor on the rest of the ensemble, up to float rounding: XLA
-compiles each batch size on its own, so another bucket can change the last bits (in the demo's
-certified searches, the margins or iteration counts of 243 of 2949 decisions, never a status).
+compiles each batch size on its own, so another bucket can change the last bits of a margin or
+an iteration count, never a status.
 A chunk ends once all its instances are finished, or (`early`) once one of them is. Its length is
 a traced loop bound, so trimming the last chunk to the budget (`remaining`) compiles nothing new:
 compiles stay at one per (bucket, instance shape).
@@ -58,17 +58,12 @@ class AbstractEnsembleSolver(eqx.Module):
 
 
 # A batch of decisions whose steps cost less than this (P^2 d per instance, 4x for the DP's
-# per-input candidates, 4x again for a rank-m decision, whose bilinear steps run up to
-# `rank_max_iter`: a d = 32 rank-m unit took 79 s compacting, 493 s whole) compiles one batch
-# size: on the 2-core CPU a compilation there costs more than the steps compaction saves
-# (measured on the demo's units: d <= 32 OP, d <= 24 DP).
+# per-input candidates, 4x again for a rank-m decision) compiles one batch size: there a
+# compilation costs more than the steps compaction saves (docs/decisions.md, "SMALL_WORK").
 SMALL_WORK = 4e6
 
 # Batches worth compacting are compacted into buckets of powers of BUCKET_BASE: each bucket
-# compiles its own chunk, start and certificate programs (1.7 s for a working-set chunk at
-# d = 48); with powers of two those compiles took 18 of the 44 s of a 16-seed OP search there,
-# with powers of four it took 39 s, and with no compaction 49 s (benchmarks/README.md, "Cheaper
-# passes, fewer compiles").
+# compiles its own chunk, start and certificate programs (docs/decisions.md, "BUCKET_BASE").
 BUCKET_BASE = 4
 
 

@@ -12,8 +12,7 @@ by the dense decider's L-BFGS and line search (`_lbfgs`), at `O(p d^2 + p k d)` 
 of `O(p^2 d)`. One solver step is up to `outer_every` such inner iterations followed by one
 **outer pass** over all `p (p - 1)` margins, tile by tile (`StreamedConstraints`; DP candidates
 regenerated from the key or read where materialised: `hold_candidates` generates a batch's into
-memory when all of them fit in `HOLD_BYTES`, since a pass that regenerates them took 71 times one
-that reads them at d = 96; benchmarks/README.md, "The DP's candidates at d = 96"). The pass gives
+memory when all of them fit in `HOLD_BYTES`). The pass gives
 the least margin of the whole system and, per input, its lowest margins; the next working set
 keeps violated constraints first, then the members that still carry a residual, then the
 outsiders with one (`_merge`). The L-BFGS pairs are kept across the swap: while `J` holds every
@@ -28,12 +27,10 @@ curvatures.
   cannot be stored with margin `tol` proves the same of the system. The bound is recomputed in
   float64 from `W` and `J`; `a` is the root-mean-square norm of all constraints.
 
-`k` is the one static shape of the working set: `working_set` competitors per input. The most
-constraints below margin 1 on one input grows with `p`: at an unstorable squared-hinge optimum
-it was 30 to 36 at d = 128, p = 1850 (`DecideConfig(working_set=32)` overflowed and doubled for
-three of four instances), while k = 32 sufficed at d = 64 and decided 8 DP instances in 8 s
-against 13 s with k = 64 (benchmarks/README.md, "The working set's size"). Hence
-`working_set_size`: 32 below `WIDE_FROM_D` = 128 and 64 from there, unless the config sets it.
+`k` is the one static shape of the working set: `working_set` competitors per input. It must
+hold the busiest input's constraints below margin 1, which grow with `p`: `working_set_size` is
+32 below `WIDE_FROM_D` = 128 and 64 from there, unless the config sets it (docs/decisions.md,
+"working_set").
 Each outer pass counts,
 per input, the constraints of margin below 1; an input with more than `k` of them means `L_J`
 misses part of the loss. That slows convergence but never a certificate. When it lasts
@@ -92,12 +89,8 @@ WIDE_FROM_D = 128
 # The most margins an outer pass holds per instance (a row block against all columns).
 _SELECT_FLOATS = 2**21
 
-# The most bytes of DP candidates a search batch holds in memory (`hold_candidates`). Otherwise
-# every outer pass and every decision's constraint norm regenerates all `p^2 d` of them from the
-# key: at d = 96, p = 1110 a pass took 1.3 s per instance that way and 19 ms reading them held
-# (benchmarks/README.md, "The DP's candidates at d = 96"). 10 GiB holds a 16-seed batch at d = 96
-# (8.6 GB at p = 1184) and leaves room for the rest of a search on the 24 GiB machines this
-# project runs on.
+# The most bytes of DP candidates a search batch holds in memory (`hold_candidates`); otherwise
+# every outer pass regenerates all `p^2 d` of them from the key (docs/decisions.md, "HOLD_BYTES").
 HOLD_BYTES = 10 * 2**30
 
 

@@ -16,7 +16,8 @@ Layers, each importing only those above it in this list:
 - `_spec`: the study presets, `run_study`, `capacity` and sweeps;
 - `_panels`: the tables the figures draw (records and theory to arrays and notes; pure);
 - `_figures`: draw those tables, nothing else;
-- `_report`: `report.md`.
+- `_report`: `report.md`;
+- `_tables`: a folder's tables in Python (`read_tables`, `load` to pandas).
 """
 
 from .._files import atomic_write
@@ -95,4 +96,5 @@ from ._spec import (
     StudySpec,
     SweepSpec,
 )
+from ._tables import load, read_tables, Tables, tables_of
 from ._units import Knobs, make_config, point_configs, run_margin_unit, run_one, run_records, run_unit, UNITS

@@ -314,7 +314,8 @@ def _seeds_to_decide(diff, lo, hi, n):
     if lo > 0 or hi < 0:
         return n
     half = (hi - lo) / 2
-    return None if diff == 0 else int(math.ceil(n * (half / abs(diff)) ** 2))
+    # the CI does not decide at n, so more than n seeds are needed, whatever the scaling says
+    return None if diff == 0 else max(n + 1, int(math.ceil(n * (half / abs(diff)) ** 2)))
 
 
 def theory_verdict(row: dict) -> str:
@@ -608,8 +609,17 @@ def setup(row) -> str:
     shown = {"embedding", "adam.accuracy", "adam.lr", "adam.steps"}
     for k, v in row.get("differs", {}).items():
         if k not in shown:
-            parts.append(f"{k} {json.dumps(v) if isinstance(v, dict | list) else v}")
+            parts.append(f"{k} {setting_text(v)}")
     return ", ".join(parts) or "—"
+
+
+def setting_text(v) -> str:
+    """A setting as table text: a nested one as `key=value` pairs (`p0=62 p_max=128`)."""
+    if isinstance(v, dict):
+        return " ".join(f"{k}={setting_text(x)}" for k, x in v.items())
+    if isinstance(v, list | tuple):
+        return ",".join(map(setting_text, v))
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def transition_theory(rows):

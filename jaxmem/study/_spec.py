@@ -196,8 +196,8 @@ class ScalingSpec(eqx.Module):
 
 
 # The CPU scaling study: every `d` of both problems in under 3 hours on the 2-core machine (163
-# min: the sum of its units' search times in `docs/scaling`; README, "Measured: OP against DP at
-# scale"). Seeds: 64 where a point takes minutes; at d = 16, 24 and 32 one step of `p` is 0.020,
+# min: the sum of its units' search times in `docs/scaling`; docs/results/scaling.md). Seeds:
+# 64 where a point takes minutes; at d = 16, 24 and 32 one step of `p` is 0.020,
 # 0.010 and 0.006 in `alpha`, and the 95% CIs of the differences are 0.02 to 0.04 wide; at
 # d = 48, 128 seeds give 0.012 (OP - DP). From d = 64 every difference's CI is at most 0.010
 # wide: 32 seeds at d = 96, 16 at 128 (the DP's in groups of 4, whose candidates, 7.3 GB, are
@@ -261,7 +261,7 @@ class RankSpec(eqx.Module):
         check_int("group", self.group, 1)
 
 
-# The CPU rank study (`scripts/rank.py`; README, "Measured: rank-constrained memories"). Seeds: 48
+# The CPU rank study (`scripts/rank.py`; docs/results/rank.md). Seeds: 48
 # per point: with 32 the DP's CI at kappa = 0.5 was 0.036 wide, the others at most 0.030. d = 48
 # is `RANK_LARGE`: its two rank-m units took 11 and 15 minutes, past this preset's 30.
 RANK = RankSpec(points=((32, (0.25, 0.5, 0.75), 48),), adam=((32, 16),))

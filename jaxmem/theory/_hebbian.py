@@ -14,7 +14,7 @@ spread `sigma_OP^2 = 1 + (d^2 + d) / (N^2 + C R)`; treating them as independent 
 First two moments (unconditional): target mean `d^2`, variance `4 d^3 + 4 d^2 + (p-1) d^2`;
 competitor variance `d^2 (p + d + 1)` (DP) and `d^2 (p + 2 d + 2)` (OP).
 All stored is approximated by independence across inputs, `P(all) ~= accuracy^p`; its error
-against simulation is measured in the tests and the README.
+against simulation is measured in the tests and docs/results/theory.md.
 """
 
 from __future__ import annotations
