@@ -196,3 +196,11 @@ def test_a_folders_rows_as_json_csv_and_a_data_frame(tmp_path, capsys):
     ]
     with pytest.raises(jm.InvalidArgument, match="folder"):
         jm.read_tables(str(tmp_path / "missing"))
+
+
+def test_load_without_pandas_names_the_extra(monkeypatch):
+    from jaxmem.study import Tables
+
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"jaxmem\[pandas\]"):
+        Tables(rows=(), op_vs_dp=(), adam_vs_certified=()).to_pandas()

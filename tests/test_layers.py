@@ -123,18 +123,11 @@ def test_no_module_imports_another_modules_private_names():
     assert not wrong, wrong
 
 
-# Diagnostics that read a solver's internal states through one private hook, and the one import
-# each may make for it.
-DIAGNOSTICS = {"benchmarks/float32_margins.py": ("jaxmem.solvers", "_dispatch")}
-
-
 def test_scripts_and_benchmarks_use_the_public_api():
     wrong = []
     for folder in ("scripts", "benchmarks"):
         for f in (ROOT / folder).glob("*.py"):
             for mod, name in _imports(f.stem, f, {}):
-                if DIAGNOSTICS.get(f"{folder}/{f.name}") == (mod, name):
-                    continue
                 if any(p.startswith("_") for p in mod.split(".")) or name.startswith("_"):
                     wrong.append(f"{folder}/{f.name}: {mod} {name}")
     assert not wrong, wrong

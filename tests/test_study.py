@@ -447,3 +447,21 @@ def test_the_committed_rank_study_is_what_its_records_give(capsys):
     with open(os.path.join(root, "docs", "results", "rank.md")) as f:
         page = f.read()
     assert len(table) == len(summary["rows"]) and all(line in page for line in table)
+
+
+def test_the_readmes_headline_table_is_the_scaling_studys():
+    """Each row of the README's results table repeats its `d`'s cells of `docs/scaling/scaling.md`
+    (d, seeds, OP, DP, theory)."""
+    root = os.path.join(os.path.dirname(__file__), "..")
+    with open(os.path.join(root, "docs", "scaling", "scaling.md")) as f:
+        study = {
+            c[0]: c for line in f if line.startswith("| ") and line[2].isdigit() for c in [line.split(" | ")]
+        }
+    with open(os.path.join(root, "README.md")) as f:
+        text = f.read()
+    start = text.index("| d | seeds OP/DP | OP | DP | theory OP/DP |")
+    rows = [line.split(" | ") for line in text[start:].splitlines()[2:] if line.startswith("| ")]
+    assert len(rows) >= 4
+    for cells in rows:
+        want = study[cells[0]]
+        assert cells[1:4] == want[1:4] and cells[4].rstrip(" |") == want[4], cells

@@ -1,16 +1,15 @@
 """Ensemble solvers: the abstract interface and its compacting runner, the constraints of a
 storability decision, the one L-BFGS under both deciders, the dense and working-set deciders
-with their float64 certificates, and the max-margin solver. The step-level pieces are public
-for the benchmarks that time them."""
+with their float64 certificates, and the max-margin solver. Exported: what users call and what
+the rest of the package builds on; the step-level pieces stay in their modules."""
 
-from ._constraints import batch_constraints, Constraints, constraints, StreamedConstraints, task_prefixes
+from ._constraints import batch_constraints, Constraints, constraints, StreamedConstraints
 from ._decide import (
     decide_constraints,
     DecideConfig,
     Decider,
     DECIDERS,
     Decision,
-    decision_instances,
     MAX_TOL,
     STATUS,
     stored_fraction,
@@ -18,24 +17,13 @@ from ._decide import (
     verify,
 )
 from ._dispatch import choose_decider, decide, decider_parts, DeciderParts
-from ._lbfgs import (
-    AbstractMarginOperator,
-    LBFGS,
-    lbfgs_direction,
-    lbfgs_init,
-    lbfgs_step,
-    lbfgs_update,
-    line_search,
-    Linear,
-    Streamed,
-)
+from ._lbfgs import line_search, Linear
 from ._margin import (
     MARGIN_STATUS,
     max_margin,
     max_margin_constraints,
     MaxMargin,
     MaxMarginConfig,
-    newton_matrix,
 )
 from ._runner import AbstractEnsembleSolver, bucket, init_states, run_ensemble
 from ._working_set import (
@@ -45,7 +33,6 @@ from ._working_set import (
     outer_pass,
     verify_working_set,
     working_set_instances,
-    working_set_operator,
     working_set_size,
     WorkingSetDecider,
 )

@@ -49,6 +49,32 @@ def _log_scale(ax, have: bool, *axes: str) -> None:
         ax.text(0.5, 0.5, "no records for this panel", ha="center", va="center", transform=ax.transAxes)
 
 
+def _asymptote_note(ax, value: str, where: str = "below", y: float = 0.03) -> None:
+    """Say where the asymptote is instead of drawing it far from the data (which would squeeze
+    the data into a strip of the panel)."""
+    text = f"asymptote {value} as d -> infinity ({where} this axis)"
+    ax.text(0.02, y, text, transform=ax.transAxes, fontsize=8)
+
+
+def _d_ticks(ax, ds) -> None:
+    """A log axis in `d` with its ticks at the measured `d` only (no colliding minor labels)."""
+    ax.set_xscale("log")
+    ds = sorted(set(ds))
+    if ds:
+        ax.set_xticks(ds, [str(d) for d in ds])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def _uncertified(ax, rows, x, color, label) -> None:
+    """Above each certified rank-`m` lower bound, the interval in which its seeds' rank-`m`
+    thresholds are uncertified: up to the full-rank threshold of the same tasks (the median
+    width over seeds, `gap_alpha`)."""
+    pts = [(xi, r["alpha_c"], r.get("gap_alpha")) for xi, r in zip(x, rows) if r.get("gap_alpha")]
+    if pts:
+        xs, ys, gs = map(np.asarray, zip(*pts))
+        ax.vlines(xs, ys, ys + gs, color=color, lw=7, alpha=0.22, label=label)
+
+
 def fig_transition(data: ReportData, out):
     """P(all stored at p) = P(p* >= p) over seeds against the load, for each d, OP and DP, with
     the transition theory's curve and its band between P = 0.75 and 0.25."""
@@ -62,7 +88,7 @@ def fig_transition(data: ReportData, out):
             if c["band"] is not None:
                 ax.plot(c["band"], [0.75, 0.5, 0.25], "o-", color=color, lw=3, alpha=0.35, ms=5)
                 ax.axvspan(c["band"][0], c["band"][2], color=color, alpha=0.1)
-        ax.axvline(0.5, color="k", lw=1, ls="-.", label="asymptote 1/2")
+        _asymptote_note(ax, "alpha = 1/2", "left of", y=0.5)
         ax.set_xlabel(r"load $\alpha = p\ln p/d^2$")
         ax.set_title(
             f"{panel['problem'].upper()}: steps measured (certified), thick theory, band P 0.75..0.25",
@@ -112,8 +138,8 @@ def fig_finite_size(data: ReportData, out):
             color="C3",
             label=r"transition $\alpha_{50}(d)$",
         )
-    ax.axhline(0.5, color="k", ls="-.", lw=1, label="asymptote 1/2")
-    ax.set_xscale("log")
+    _asymptote_note(ax, "1/2")
+    _d_ticks(ax, [r["d"] for k in ("certified_op", "certified_dp", "adam") for r in t[k]])
     ax.set_xlabel("d")
     ax.set_ylabel(r"$\hat\alpha_c = p_c\ln p_c/d^2$")
     ax.set_title("Capacity against d (95% CIs)", fontsize=10)
@@ -125,7 +151,7 @@ def fig_finite_size(data: ReportData, out):
             [r["d"] for r in heb], t["hebbian_theory"], "x--", color="C4", label="finite-size Hebbian law"
         )
     bx.axhline(1 / 8, color="k", ls="-.", lw=1, label="asymptote 1/8")
-    bx.set_xscale("log")
+    _d_ticks(bx, [r["d"] for r in heb])
     bx.set_xlabel("d")
     bx.set_ylabel(r"$\hat\alpha$ (all stored)")
     bx.set_title("Hebbian rule", fontsize=10)
@@ -195,14 +221,17 @@ def fig_rank(data: ReportData, out):
     fig, ax = plt.subplots(figsize=(6.2, 4.3))
     ax.plot(t["grid"], t["limit"], "k-", label=r"$F(\kappa)/2$ ($p\to\infty$)")
     for j, (solver, pts) in enumerate(t["points"]):
+        x = [r["kappa"] * (1 + 0.025 * j) for r in pts]
+        certified = solver == "certified"
+        if certified:
+            _uncertified(ax, pts, x, f"C{j}", "uncertified: up to the full-rank threshold (median)")
         _errorbar(
             ax,
             pts,
-            [r["kappa"] for r in pts],
+            x,
             f"C{j}",
-            f"{solver}, d={t['d']}",
-            marker="os"[j],
-            dx=1 + 0.01 * j,
+            f"{solver}, d={t['d']}" + (" (lower bound)" if certified else ""),
+            marker="^s"[j] if certified else "s",
         )
     if t["theory"] is not None:
         ax.plot(
@@ -215,7 +244,8 @@ def fig_rank(data: ReportData, out):
     ax.set_xlabel(r"$\kappa = m/d$")
     ax.set_ylabel(r"$\hat\alpha_c$")
     ax.set_title(r"Rank-constrained memory $W = QR^T$ (certified: lower bound)", fontsize=10)
-    _legend(ax)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="lower right")
     return save_figure(fig, out, "fig5_rank"), []
 
 
@@ -231,6 +261,7 @@ def fig_adam(data: ReportData, out):
     ax.plot([], [], "D", color="C3", label="difference of medians")
     ax.axhline(0, color="k", lw=0.8)
     _log_scale(ax, bool(data.adam), "x")
+    _d_ticks(ax, [c["d"] for c in data.adam])
     ax.set_xlabel("d")
     ax.set_ylabel(r"certified $\alpha$ − Adam $\alpha$")
     ax.set_title("Capacity lost to Adam's step budget (OP, same tasks)", fontsize=10)
@@ -270,6 +301,12 @@ def fig_peer(data: ReportData, out):
             label=r"guide $d^2 = 1.3\,N\ln N$",
         )
     _log_scale(ax, bool(pr), "x", "y")
+    if pr:  # plain ticks: d^2 at the measured d, N at round values
+        ax.set_xticks([x["d"] ** 2 for x in pr], [f"{x['d'] ** 2} (d={x['d']})" for x in pr])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(r"$d^2$")
     ax.set_ylabel("capacity N (median over seeds, 95% CI)")
     ax.set_title("A peer's protocol: unit-norm embeddings", fontsize=10)
@@ -334,7 +371,7 @@ def fig_scaling(table: list, out) -> str:
             ds, band[:, 0], band[:, 2], color="C3", alpha=0.12, label="transition band P 0.75..0.25"
         )
         ax.plot(ds, band[:, 1], ":", color="C3", lw=1, label=r"transition $\alpha_{50}(d)$")
-    ax.axhline(0.5, color="k", ls="-.", lw=1, label="asymptote 1/2")
+    _asymptote_note(ax, "1/2")
     _against_d(ax, ds, r"$\hat\alpha_c = p_c\ln p_c/d^2$", "Certified capacity against d (95% CIs)")
     for j, (gap, label) in enumerate(
         (("op-dp", "OP − DP"), ("op-theory", "OP − theory"), ("dp-theory", "DP − theory"))
@@ -357,9 +394,9 @@ def fig_rank_study(table: dict, out) -> str:
     """The rank study (`rank_table`): the certified rank-`m` lower bounds of the OP and the DP
     against `kappa` with 95% CIs at each `d`, Adam on the same model, the full-rank capacities at
     `kappa = 1`, Gardner's `alpha_c(p_c, kappa)` at each row's own `p_c` (crosses), the theory's
-    threshold at each `d` (dashed) and the asymptote `F(kappa)/2`. Nothing is fitted."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    ax.plot(*zip(*table["limit"]), "k-", lw=1, label=r"$F(\kappa)/2$ ($p \to \infty$)")
+    threshold at each `d` (dashed); the asymptote `F(kappa)/2`, far below, is named, not drawn.
+    Nothing is fitted."""
+    fig, ax = plt.subplots(figsize=(10.5, 5.2))
     ds = sorted({r["d"] for r in table["rows"]})
     for i, d in enumerate(ds):
         marker = "os^D"[i % 4]
@@ -369,9 +406,12 @@ def fig_rank_study(table: dict, out) -> str:
             cert = [r["certified"] for r in at] + [
                 f for f in table["full"] if f["d"] == d and f["problem"] == problem
             ]
-            _errorbar(
-                ax, cert, [c["kappa"] for c in cert], color, f"certified {problem.upper()}, d={d}", marker, dx
+            x = [c["kappa"] * dx for c in cert]
+            first = i == 0 and j == 0
+            _uncertified(
+                ax, cert, x, color, "uncertified: up to the full-rank threshold (median)" if first else None
             )
+            _errorbar(ax, cert, x, color, f"certified {problem.upper()}, d={d} (lower bound below 1)", marker)
             adam = [r["adam"] for r in at if r["adam"] is not None]
             if adam:
                 ax.plot(
@@ -390,10 +430,24 @@ def fig_rank_study(table: dict, out) -> str:
         style = ("--", ":", "-.")[i % 3]
         ax.plot(*zip(*table["curves"][d]), style, color="0.5", lw=1, label=f"theory's threshold at d={d}")
     ax.plot([], [], "x", color="0.3", label=r"$\alpha_c(p_c, \kappa)$ at the row's $p_c$")
+    limit = np.array(table["limit"])
+    if limit.size:  # far below the data: said, not drawn
+        ks = [r["certified"]["kappa"] for r in table["rows"]]
+        at = [
+            f"{float(np.interp(k, limit[:, 0], limit[:, 1])):.2f} at kappa = {k:g}" for k in sorted(set(ks))
+        ]
+        ax.text(
+            0.2,
+            0.1,
+            r"asymptote $F(\kappa)/2$ ($p \to \infty$), below this axis:" + "\n" + ", ".join(at),
+            transform=ax.transAxes,
+            fontsize=8,
+        )
     ax.set_xlabel(r"$\kappa = m/d$")
     ax.set_ylabel(r"$\hat\alpha_c = p_c\ln p_c/d^2$")
     ax.set_title(r"$W = QR^T$ of rank $m$: certified lower bounds (95% CIs) and Adam", fontsize=10)
-    _legend(ax)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save_figure(fig, out, "rank")
 
 

@@ -1,8 +1,8 @@
 """One loop that runs units of work into a `Store`: serial, or by worker processes that share
 the folder; a `shard` of the units per process; finished units skipped.
 
-On the 2-core CPU a serial study keeps only about 1.5 cores busy: most of its units are
-compilation, and their steps are too small to spread over threads. Workers (spawned processes,
+A serial study leaves cores idle where its units are mostly compilation, whose steps are too
+small to spread over threads (docs/decisions.md, "jaxmem demo --jobs"). Workers (spawned processes,
 each with its own JAX) take whole *families* of units, the units that differ only in their
 seeds, hence share every compiled program, from one queue, the costliest first, and write each
 unit's record file atomically as soon as it finishes. A unit runs the same batches whichever

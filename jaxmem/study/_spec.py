@@ -214,7 +214,7 @@ SCALING_MORE = ScalingSpec(op=((128, 32), (192, 32, 4), (256, 32, 4)), dp=((128,
 
 # The OP at accelerator sizes (`scripts/scaling.py --accelerator`, one GPU). A group's working
 # set holds `p0 k d` float32 candidates per instance: 10.6 GB for 4 at d = 512, 18.3 GB for one
-# at d = 1024. Its expected time: `benchmarks/paper_cost.py`.
+# at d = 1024. Its expected time: docs/results/scaling.md, "Accelerator sizes".
 SCALING_ACCELERATOR = ScalingSpec(op=((512, 16, 4), (1024, 8, 1)), dp=())
 
 # The same path in about a minute (tests, and `scripts/scaling.py --quick`).
