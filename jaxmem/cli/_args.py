@@ -4,9 +4,11 @@ strict JSON output, and `ArgumentError`, the one path to exit 2."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import re
+import threading
 from collections.abc import Mapping
 
 
@@ -47,6 +49,23 @@ def one_line(message: str, prog: str) -> str:
     if m:
         prog, first = m.groups()
     return f"{prog}: error: {first}"
+
+
+@contextlib.contextmanager
+def working(a, line: str, after: float = 2.0):
+    """`line` on stderr once the work inside has taken `after` seconds (unless `--quiet`): a long
+    first call says that it is working, while a quick answer, or a refused argument, prints
+    nothing more than its own line."""
+    log = progress(a)
+    timer = threading.Timer(after, lambda: print(line, file=log, flush=True)) if log else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        yield
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def progress(a):

@@ -9,7 +9,17 @@ import os
 import sys
 import time
 
-from ._args import ArgumentError, grid, integer, parse_shard, print_json, progress, real, writable_folder
+from ._args import (
+    ArgumentError,
+    grid,
+    integer,
+    parse_shard,
+    print_json,
+    progress,
+    real,
+    working,
+    writable_folder,
+)
 from .train import add_train_knobs, train_knobs
 
 
@@ -184,13 +194,7 @@ def _cmd_capacity(a):
                 "a folder's records (give --d to measure)"
             )
         _existing_folder(a.dir)
-        if progress(a):
-            print(
-                f"jaxmem capacity: reading {a.dir!r} (and the theory of each row)",
-                file=progress(a),
-                flush=True,
-            )
-        tables = read_tables(a.dir)
+        tables = read_tables(a.dir, log=progress(a))
     else:
         shard = parse_shard(a.shard)
         units = _measurement_points(a)
@@ -259,9 +263,8 @@ def _cmd_report(a):
     from ..study import public, write_report
 
     _study_folder(a.dir)
-    if progress(a):
-        print(f"jaxmem report: reading {a.dir!r} and drawing its figures", file=progress(a), flush=True)
-    path, rows = write_report(a.dir)
+    with working(a, f"jaxmem report: reading {a.dir!r} and drawing its figures"):
+        path, rows = write_report(a.dir)
     if a.json:
         print_json(dict(out=a.dir, report=path, rows=public(rows)))
     else:

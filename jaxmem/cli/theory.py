@@ -3,28 +3,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 
-from ._args import integer, print_json, progress, real
+from ._args import integer, print_json, real, working
 
 
-@contextlib.contextmanager
 def _working(a, what: str):
-    """One line on stderr once the work has taken two seconds (a first call compiles for several
-    seconds); a quick answer, or a refused argument, prints none."""
-    log = progress(a)
-    line = f"jaxmem theory: computing {what} (a first call compiles; later ones reuse the cache)"
-    timer = threading.Timer(2.0, lambda: print(line, file=log, flush=True)) if log else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
-    try:
-        yield
-    finally:
-        if timer is not None:
-            timer.cancel()
+    return working(a, f"jaxmem theory: computing {what} (a first call compiles; later ones reuse the cache)")
 
 
 def _emit(a, obj, text):

@@ -56,6 +56,13 @@ def _same_measurement(cfg: dict, drop=()) -> str:
     return json.dumps({k: v for k, v in flat_settings(cfg).items() if not gone(k)}, sort_keys=True)
 
 
+def check_records(records: list[dict]) -> None:
+    """Raise `InvalidArgument` where two records of one seed that a table would pair disagree
+    (records of one measurement but for how the threshold was found, `_HOW`; `_by_point`),
+    before any table is computed."""
+    _by_point(normal_records(records), lambda c: _same_measurement(c, set()))
+
+
 def _by_point(records: list[dict], key=point_key) -> dict:
     """Records grouped by `key(config)`, each group a `{seed: record}` sorted by seed (a seed is
     counted once, whatever the files). Where `key` merges records that differ in how their

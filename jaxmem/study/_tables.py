@@ -14,6 +14,7 @@ from .._validate import InvalidArgument
 from ._analysis import (
     adam_vs_certified,
     CapacityRow,
+    check_records,
     compare,
     compare_op_dp,
     estimate,
@@ -75,15 +76,19 @@ class Tables:
         return pd.DataFrame(self.flat_rows())
 
 
-def tables_of(records: list[dict], *, theory: bool = True) -> Tables:
+def tables_of(records: list[dict], *, theory: bool = True, log=None) -> Tables:
     """The tables of a list of records (threshold and sweep records; others are ignored).
 
     **Arguments:** `records` as `Store.records()` gives them; `theory`: add the theory's
-    `alpha_c(p_c)` and its verdict to each row.
+    `alpha_c(p_c)` and its verdict to each row; `log`: a file told, once the records are
+    checked, that the tables are being computed (a first theory call compiles).
 
-    **Returns:** `Tables`."""
+    **Returns:** `Tables`; `InvalidArgument` where two records of one seed disagree."""
     recs = [r for r in records if r.get("kind") == "threshold"]
     sweep = [r for r in records if "kind" not in r]
+    check_records(recs)
+    if log is not None:
+        print(f"computing the tables of {len(recs) + len(sweep)} records", file=log, flush=True)
     rows = [
         CapacityRow(boot=r.boot, **dict(r, kind="threshold")) for r in threshold_rows(recs, theory=theory)
     ]
@@ -102,11 +107,11 @@ def tables_of(records: list[dict], *, theory: bool = True) -> Tables:
     return Tables(tuple(rows), tuple(op_dp), tuple(adam_vs_certified(recs)))
 
 
-def read_tables(folder: str, *, theory: bool = True) -> Tables:
+def read_tables(folder: str, *, theory: bool = True, log=None) -> Tables:
     """The tables of a folder that jaxmem wrote (`--out DIR`, `jaxmem demo`, a study), read
     from its records alone; nothing is measured or written.
 
-    **Arguments:** `folder`: the folder; `theory`: as in `tables_of`.
+    **Arguments:** `folder`: the folder; `theory`, `log`: as in `tables_of`.
 
     **Returns:** `Tables`; `InvalidArgument` if the folder does not exist or holds no
     threshold or sweep records."""
@@ -115,7 +120,7 @@ def read_tables(folder: str, *, theory: bool = True) -> Tables:
     records = Store(os.fspath(folder)).records()
     if not any(r.get("kind") in ("threshold", None) for r in records):
         raise InvalidArgument(f"folder: no threshold or sweep records under {os.fspath(folder)!r}")
-    return tables_of(records, theory=theory)
+    return tables_of(records, theory=theory, log=log)
 
 
 def load(folder: str, *, theory: bool = True):
