@@ -7,7 +7,7 @@
 #   SBATCH_ARGS="--gres=gpu:1 --cpus-per-task=8" scripts/slurm_submit.sh runs/op jaxmem capacity --d 512 --seeds 16 --group 4
 #
 # COMMAND is given without --out and --shard. The merge runs JAXMEM_MERGE (default
-# `jaxmem capacity OUT`, the merged table) into OUT/logs/jaxmem-merge-JOB.out. Prints the two
+# `jaxmem capacity OUT --quiet`, the merged table alone) into OUT/logs/jaxmem-merge-JOB.out. Prints the two
 # job ids, array first. Extra sbatch options for both jobs: SBATCH_ARGS, split at spaces.
 set -euo pipefail
 if [ $# -lt 2 ]; then
@@ -24,7 +24,7 @@ array=$(JAXMEM_COMMAND="$*" JAXMEM_OUT="$out" sbatch --parsable --array="0-$((un
     --output="$out/logs/%x-%A_%a.out" "${extra[@]}" "$here/slurm_array.sbatch")
 array=${array%%;*}
 merge=$(sbatch --parsable --job-name=jaxmem-merge --dependency="afterany:$array" \
-    --output="$out/logs/%x-%j.out" "${extra[@]}" --wrap "${JAXMEM_MERGE:-jaxmem capacity $out}")
+    --output="$out/logs/%x-%j.out" "${extra[@]}" --wrap "${JAXMEM_MERGE:-jaxmem capacity $out --quiet}")
 merge=${merge%%;*}
 echo "$array $merge"
 echo "jaxmem: array $array ($units tasks) and merge $merge submitted; logs in $out/logs" >&2
