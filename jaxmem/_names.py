@@ -9,6 +9,8 @@ MEMORY_NAMES = ("full", "factored")
 MODELS = (*MEMORY_NAMES, "hebbian")
 EMBEDDINGS = ("gaussian", "sphere", "unit")
 SOLVER_NAMES = ("certified", "adam", "hebbian")
+# the certified deciders (`jaxmem.solvers.DECIDERS`), after "auto", which picks one of them
+DECIDER_NAMES = ("auto", "dense", "working-set")
 PRECISIONS = ("highest", "tf32", "bf16")
 # the training defaults (docs/decisions.md, "Training")
 DEFAULT_STEPS = 5000
@@ -19,3 +21,27 @@ DEFAULT_INIT_SCALE = 1e-3
 # already lowers the DP's at d = 20; margins at the threshold shrink with `d`, so the default is
 # far below the bound.
 MAX_TOL = 1e-3
+# the registered studies (`jaxmem.study.STUDIES`): name -> (title, presets), for `--help`
+STUDY_NAMES = {
+    "demo": (
+        "the capacity study: certified, Adam, Hebbian, rank, spectra, scores, a peer's protocol",
+        ("default", "quick", "paper"),
+    ),
+    "mechanism": (
+        "the storage mechanism: max-margin and Hebbian spectra and scores against the laws",
+        ("default", "quick"),
+    ),
+    "peer": (
+        "a peer's protocol: Adam to accuracy 0.99 on unit-norm embeddings, beside certified",
+        ("default", "quick"),
+    ),
+    "rank": (
+        "rank-constrained memories W = Q R^T: certified lower bounds against kappa",
+        ("default", "large", "quick"),
+    ),
+    "scaling": (
+        "OP against DP against d (certified), and whether their difference shrinks",
+        ("default", "more", "accelerator", "quick"),
+    ),
+    "sweep": ("fixed-p ensembles over a grid of loads, with a logistic estimate", ("default", "quick")),
+}

@@ -375,20 +375,32 @@ def make_task(
         return PROBLEM_CLASSES[problem].build(inputs, targets, k_cand, k_init, embedding, materialise_limit)
 
 
-def make_tasks(key: PRNGKeyArray, *, n: int, d: int, p: int, **kwargs) -> Task:
-    """`n` independent tasks stacked on a leading ensemble axis (task `i` uses
-    `fold_in(key, i)`, so a batch is the stack of the single tasks).
+def make_tasks(key: PRNGKeyArray, *, n: int | None = None, d: int, p: int, seeds=None, **kwargs) -> Task:
+    """Independent tasks stacked on a leading ensemble axis: task `s` uses `fold_in(key, s)`, for
+    `s` in `range(n)` or in `seeds` (a seed range: `seeds=range(8, 16)` is the second group of
+    eight of the same ensemble), so a batch is the stack of the single tasks.
 
-    **Arguments:** `key`: a typed PRNG key; `n`: the ensemble size; `d`, `p`, `**kwargs`: as `make_task`.
+    **Arguments:** `key`: a typed PRNG key; `n`: the ensemble size, or `seeds`: the seeds (exactly
+    one of the two); `d`, `p`, `**kwargs`: as `make_task`.
 
-    **Returns:** one task whose arrays have a leading axis `n`.
+    **Returns:** one task whose arrays have a leading axis, one entry per seed.
     """
-    n = check_int("n", n, 1)
+    if (n is None) == (seeds is None):
+        raise InvalidArgument("give exactly one of n and seeds")
+    if seeds is None:
+        seeds = range(check_int("n", n, 1))
+    try:
+        seeds = [int(check_int("seeds", s, 0)) for s in seeds]
+    except TypeError:
+        raise InvalidArgument(f"seeds must be an iterable of seeds, got {seeds!r}") from None
+    if not seeds:
+        raise InvalidArgument("seeds must hold at least one seed")
+    n = len(seeds)
     _check_key(key)
     d = check_int("d", d, 2)
     p = check_int("p", p, 2)
     dp = kwargs.get("problem", "op") == "dp"
     cands = p * p * d if dp and p * p * d <= kwargs.get("materialise_limit", MATERIALISE_LIMIT) else 0
     check_memory("n, d and p", 4.0 * n * (2 * p * d + cands))
-    tasks = [make_task(jax.random.fold_in(key, i), d=d, p=p, **kwargs) for i in range(n)]
+    tasks = [make_task(jax.random.fold_in(key, s), d=d, p=p, **kwargs) for s in seeds]
     return jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)

@@ -37,7 +37,7 @@ from .solvers._decide import (
     UNSTORABLE,
     verify,
 )
-from .solvers._dispatch import decider_parts
+from .solvers._decider import decider_for
 from .solvers._runner import bucket, BUCKET_BASE, gather, init_states, run_ensemble, scatter, worth_compacting
 
 
@@ -280,7 +280,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     `p`, hence its decisions, is that of a round-by-round search). Where a step is cheap
     (`worth_compacting`) a compilation costs more than the steps it saves: there the batch is neither
     compacted nor re-padded down, so each padding compiles one program. A batch that holds its DP
-    candidates (`DeciderParts.holds`) runs whole until its running instances fit a smaller bucket
+    candidates (`AbstractDecider.holds`) runs whole until its running instances fit a smaller bucket
     (a quarter of it at most), which then copies only their candidates at every chunk, and it
     certifies its finished instances `_HELD_GROUP` at a time."""
     n, P_all, d = tasks.inputs.shape
@@ -289,19 +289,19 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     size = lambda ps: min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
     P = size(current)
 
-    parts = decider_parts(cfg, d=d, problem=tasks.problem, rank=rank)
+    decider = decider_for(cfg, d=d, problem=tasks.problem, rank=rank)
     # each seed's last storable memory, the start of its next decision
     warm = np.zeros((n, d, d), np.dtype(tasks.inputs.dtype)) if cfg.warm_start else None
 
     def build(P, hold=True):
         # a finished seed's last p may exceed P; its slot is never stepped again
-        return parts.instances(
+        return decider.instances(
             tasks, np.minimum(current, P), P, W0=None if warm is None else jnp.asarray(warm), hold=hold
         )
 
     solver, inst = build(P)
     # a batch that does not hold its candidates never starts holding them
-    held = parts.holds(inst)
+    held = decider.holds(inst)
     shown = [time.perf_counter()]
     big = lambda P: worth_compacting(P, d, shared=tasks.shared, factored=rank is not None)
     compact = big(P)
@@ -317,7 +317,7 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         out = []
         for g in groups:
             idx = padded(g, held or compact)
-            dec = parts.conclude(solver, gather(inst, idx), gather(st, idx))
+            dec = decider.conclude(solver, gather(inst, idx), gather(st, idx))
             out.append(
                 [x[: g.size] for x in (dec.status, dec.margin, dec.margin_bound, dec.iterations, dec.weight)]
             )
@@ -346,9 +346,9 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         need = size(current[search.searching()])
         if need > P or (need < P and big(P)):
             P = need
-            parts.drop(inst)
+            decider.drop(inst)
             _, inst = build(P, hold=held)
-            st = parts.resize(st, P)
+            st = decider.resize(st, P)
         else:
             inst = eqx.tree_at(lambda i: i.cons.p, inst, jnp.asarray(np.minimum(current, P), jnp.int32))
             if warm is not None:
@@ -358,14 +358,14 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
         # gathered copy
         fresh = (
             gather(init_states(solver, inst), idx)
-            if parts.holds(inst)
+            if decider.holds(inst)
             else init_states(solver, gather(inst, idx))
         )
         st = scatter(st, idx, fresh)
         return inst, st, again
 
     run_ensemble(
-        solver, inst, chunk=parts.chunk, refill=refill, compact=compact, base=BUCKET_BASE, early=True
+        solver, inst, chunk=decider.chunk, refill=refill, compact=compact, base=BUCKET_BASE, early=True
     )
 
 

@@ -116,15 +116,6 @@ def test_search_plan_says_a_record_may_exceed_its_p_max():
     assert "EXTEND" in jm.SearchPlan.__doc__ and "the largest `p` tried" not in jm.SearchPlan.__doc__
 
 
-def test_the_preset_module_is_not_a_script():
-    import subprocess
-    import sys
-
-    script = os.path.join(ROOT, "scripts", "study_preset.py")
-    r = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=60)
-    assert r.returncode != 0 and "scaling.py and rank.py" in r.stderr and not r.stdout
-
-
 def _copy_with_other_decider(src: str, dest_dir: str, change_seed=None) -> str:
     """The records of `src` as if found by the working-set decider (another file), seed
     `change_seed`'s threshold one lower where given."""
@@ -166,3 +157,18 @@ def test_paired_records_of_one_seed_must_agree(tmp_path, capsys, disagree):
         both = json.loads(out)
         key = "op_dp" if "op_dp" in both else next(k for k in both if "op" in k and "dp" in k)
         assert both[key] == alone[key]
+
+
+def test_a_seed_range_of_tasks_is_a_slice_of_the_ensemble():
+    """`make_tasks(key, seeds=range(a, b))` is rows `a..b-1` of `make_tasks(key, n=b)`: the one
+    seed-range builder the units use; `n` and `seeds` are exclusive."""
+    import jax
+
+    key = jax.random.key(3)
+    whole = jm.make_tasks(key, n=4, d=6, p=10, problem="dp")
+    part = jm.make_tasks(key, seeds=range(2, 4), d=6, p=10, problem="dp")
+    for a, b in ((whole.inputs[2:], part.inputs), (whole.targets[2:], part.targets)):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    for bad in (dict(n=2, seeds=[1]), dict(), dict(seeds=[]), dict(seeds=[-1])):
+        with pytest.raises(ValueError, match="seeds"):
+            jm.make_tasks(key, d=6, p=10, **bad)

@@ -358,9 +358,9 @@ def test_library_errors_name_the_argument(call, name):
 
 
 def _study_jobs():
-    from jaxmem.study import QUICK, run_study
+    from jaxmem.study import Demo, QUICK, run
 
-    run_study(QUICK, "never", jobs=64)
+    run(Demo(), QUICK, "never", jobs=64)
 
 
 def test_repeated_values_do_not_multiply_the_work(capsys):

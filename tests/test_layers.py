@@ -112,6 +112,37 @@ def test_every_module_belongs_to_a_layer_and_imports_only_downward():
     assert not wrong, wrong
 
 
+# the study layer's own layers, bottom first (the same rule inside `jaxmem.study`)
+STUDY_LAYERS = [
+    {"_records", "_mechanism"},
+    {"_units"},
+    {"_runner"},
+    {"_analysis"},
+    {"_spec", "_tables", "_panels"},
+    {"_figures"},
+    {"_report", "_study"},
+    {"studies"},
+]
+
+
+def test_the_study_layer_imports_only_downward_and_studies_never_import_each_other():
+    _, graph = _graph()
+    level = lambda m: next(i for i, names in enumerate(STUDY_LAYERS) if m.split(".")[2] in names)
+    inside = lambda m: m.startswith("jaxmem.study.") and len(m.split(".")) > 2
+    wrong = [
+        f"{m} -> {t}"
+        for m, targets in graph.items()
+        if inside(m)
+        for t in targets
+        if inside(t) and level(t) > level(m)
+    ]
+    assert not wrong, wrong
+    study_files = {m for m in graph if m.startswith("jaxmem.study.studies.")}
+    assert len(study_files) >= 5
+    crossing = [f"{m} -> {t}" for m in study_files for t in graph[m] if t in study_files]
+    assert not crossing, crossing
+
+
 def test_no_module_imports_another_modules_private_names():
     modules = _modules()
     wrong = [
@@ -148,6 +179,9 @@ def test_the_command_lines_names_are_the_registries():
     assert tuple(MEMORIES) == _names.MEMORY_NAMES and MODELS == _names.MODELS
     assert tuple(PROBLEM_CLASSES) == _names.PROBLEMS
     assert tuple(SOLVERS) == _names.SOLVER_NAMES
+    from jaxmem.solvers import DECIDERS
+
+    assert ("auto", *list(DECIDERS)[:2]) == _names.DECIDER_NAMES
 
 
 def test_help_and_import_load_nothing_heavy():
@@ -177,3 +211,24 @@ def test_the_architecture_page_names_every_module():
     assert not missing, f"docs/architecture.md does not describe {missing}"
     ghosts = sorted(f for f in named if not f.startswith("tests/") and not (PKG / f).exists())
     assert not ghosts, f"docs/architecture.md names modules that do not exist: {ghosts}"
+
+
+def test_the_study_layer_draws_without_pyplot(tmp_path):
+    """Importing the study layer and drawing a figure leave the caller's matplotlib backend as it
+    was and never load pyplot (figures draw on `matplotlib.figure.Figure`)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, matplotlib; matplotlib.use('svg'); import jaxmem.study; "
+        "from jaxmem.study._figures import fig_peer_study; "
+        "run = 'certified, all stored'; "
+        "t = dict(runs=[run], ds=[8], cells={(run, 8): dict(p_c=20.0, p_ci_low=18.0, p_ci_high=22.0)}, "
+        "guide={8: 17.0}); "
+        f"name = fig_peer_study(t, {str(tmp_path)!r}); "
+        "assert matplotlib.get_backend() == 'svg', matplotlib.get_backend(); "
+        "assert 'matplotlib.pyplot' not in sys.modules; print(name)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / r.stdout.strip()).stat().st_size > 1000

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from jaxmem import search_thresholds, SearchPlan
 from jaxmem.cli import main
-from jaxmem.study import run_study, StudySpec, write_report
+from jaxmem.study import Demo, run, StudySpec, write
 
 
 def test_hebbian_threshold_is_the_last_p_before_the_first_failure():
@@ -65,9 +65,10 @@ def _tiny(**kw):
 @pytest.mark.slow
 def test_study_end_to_end_and_capacity_reproduces_the_table(tmp_path, capsys):
     out = str(tmp_path / "study")
-    run_study(_tiny(), out)
+    run(Demo(), _tiny(), out)
     before = sorted(os.listdir(os.path.join(out, "records")))
-    path, rows = write_report(out)
+    path, tables = write(Demo(), out)
+    rows = tables["rows"]
     assert sorted(os.listdir(os.path.join(out, "records"))) == before, "the report measures nothing"
     for name in ("transition", "finite_size", "spectra", "scores", "rank", "adam", "peer"):
         assert any(f.endswith(f"_{name}.png") for f in os.listdir(out)), name
@@ -93,7 +94,7 @@ def test_study_end_to_end_and_capacity_reproduces_the_table(tmp_path, capsys):
     assert any(r["embedding"] == "unit" and r["criterion"] == 0.99 for r in rows)
     # resumable: a second run reads every unit and writes nothing
     stamp = {f: os.path.getmtime(os.path.join(out, "records", f)) for f in before}
-    run_study(_tiny(), out)
+    run(Demo(), _tiny(), out)
     assert {f: os.path.getmtime(os.path.join(out, "records", f)) for f in before} == stamp
 
 
@@ -328,15 +329,17 @@ def test_the_scaling_trend_verdict_is_what_its_ci_decides():
 
 
 def test_scaling_report_from_records_alone(tmp_path, capsys):
-    """`write_scaling` reads a folder's records and writes only its three files; its capacities
+    """The scaling study's `write` reads a folder's records and writes only its three files; its capacities
     are those of `jaxmem capacity DIR`."""
-    from jaxmem.study import measure, point_configs, Store, write_scaling
+    from jaxmem.study import measure, point_configs, Scaling, Store, write
 
     out = str(tmp_path / "scaling")
     units = [c for pr in ("op", "dp") for c in point_configs(d=6, problem=pr, seeds=6, group=6)]
     measure(units, store=Store(out))
     before = sorted(os.listdir(out))
-    path, summary = write_scaling(out, band_samples=64)
+    study = Scaling(band_samples=64)
+    path, tables = write(study, out)
+    summary = study.summary(tables)
     assert sorted(set(os.listdir(out)) - set(before)) == [
         "scaling.json",
         "scaling.md",
@@ -353,10 +356,10 @@ def test_scaling_report_from_records_alone(tmp_path, capsys):
 
 
 def test_rank_report_from_records_alone(tmp_path, capsys):
-    """`write_rank` reads a rank study's records and writes only its four files: per `kappa` and
+    """The rank study's `write` reads a rank study's records and writes only its four files: per `kappa` and
     problem the lower-bound row of `jaxmem capacity DIR`, its uncertified gap against the
     full-rank thresholds of the same tasks, and Adam against it seed by seed."""
-    from jaxmem.study import measure, rank_points, RankSpec, Store, write_rank
+    from jaxmem.study import measure, Rank, rank_points, RankSpec, Store, write
 
     out = str(tmp_path / "rank")
     spec = RankSpec(points=((6, (0.5,), 6),), adam=((6, 4),), steps=300, group=6)
@@ -370,7 +373,8 @@ def test_rank_report_from_records_alone(tmp_path, capsys):
     ]
     measure(units, store=Store(out))
     before = sorted(os.listdir(out))
-    path, summary = write_rank(out)
+    path, table = write(Rank(), out)
+    summary = Rank().summary(table)
     assert sorted(set(os.listdir(out)) - set(before)) == ["rank.json", "rank.md", "rank.pdf", "rank.png"]
     assert [(r["kappa"], r["problem"]) for r in summary["rows"]] == [(0.5, "op"), (0.5, "dp")]
     assert main(["capacity", out, "--json"]) == 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jaxmem.cli import main
 from jaxmem.cli._args import ArgumentError, grid
-from jaxmem.study import atomic_write, estimate, Knobs, run_sweep, Store, SweepSpec
+from jaxmem.study import atomic_write, estimate, Knobs, run, Store, Sweep, SweepSpec
 from jaxmem.study._analysis import _logistic_fit
 
 
@@ -92,7 +92,7 @@ def test_logistic_fit_recovers_transition():
 def test_capacity_json_rows(tmp_path, capsys):
     out = str(tmp_path / "c")
     spec = SweepSpec(ds=[8], problems=["op"], alphas=[0.4, 0.9, 1.4, 1.9], knobs=Knobs(seeds=4, steps=300))
-    run_sweep(spec, out, progress=False, log=None)
+    run(Sweep(), spec, out)
     assert main(["capacity", out, "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     row = obj["rows"][0]
@@ -133,7 +133,8 @@ def test_report_draws_a_sweep_folder(tmp_path, capsys):
     assert main(["report", out, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert [(r["d"], r["problem"], r["n_runs"]) for r in got["rows"]] == [(8, "op", 12)]
-    with open(os.path.join(out, "report.md")) as f:
+    assert got["studies"] == ["sweep"] and got["report"] == os.path.join(out, "sweep.md")
+    with open(os.path.join(out, "sweep.md")) as f:
         text = f.read()
     assert "# jaxmem sweep report" in text and "| 8 | OP | full |" in text
     assert os.path.exists(os.path.join(out, "fig_sweep.png"))

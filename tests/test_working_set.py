@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jaxmem import search_thresholds, SearchPlan
 from jaxmem.solvers import (
-    _dispatch,
+    _decider,
     _runner,
     _working_set,
     batch_constraints,
@@ -295,8 +295,8 @@ def test_a_search_that_holds_its_candidates_decides_as_one_that_generates_them(m
     tasks = jm.make_tasks(jax.random.key(5), n=seeds, d=d, p=plan.p_max, problem="dp", materialise_limit=0)
     cfg = DecideConfig(decider="working-set", working_set=8)
     held = []
-    real = _dispatch.hold_candidates
-    monkeypatch.setattr(_dispatch, "hold_candidates", lambda c: held.append((r := real(c)).held) or r)
+    real = _decider.hold_candidates
+    monkeypatch.setattr(_decider, "hold_candidates", lambda c: held.append((r := real(c)).held) or r)
     holding = search_thresholds(tasks, plan=plan, decide_config=cfg)
     assert held and all(held), "every batch held its candidates"
     monkeypatch.setattr(_working_set, "HOLD_BYTES", 0)

@@ -18,6 +18,7 @@ _DESCRIPTION = """How many facts a linear associative memory can store: train me
 storability with certificates, measure capacities, and evaluate the replica theory."""
 _EXAMPLES = """which command for which question:
   jaxmem demo                                        the CPU-sized study and its report (minutes)
+  jaxmem study scaling --out runs/s                  a registered study (jaxmem study --help)
   jaxmem train --d 32 --alpha 0.5 --seeds 8          does Adam store p facts in d x d?
   jaxmem capacity --d 16 --seeds 8                   the certified capacity, with a 95% CI
   jaxmem capacity DIR [--json | --csv]               the tables of a folder's records

@@ -1,4 +1,4 @@
-"""`jaxmem sweep`, `capacity`, `report` and `demo`: studies that write a folder, and the
+"""`jaxmem study`, `demo`, `sweep`, `capacity` and `report`: studies that write a folder, and the
 read-only commands that summarise one."""
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def _print_plan(a, units: list[dict], shard: tuple[int, int]) -> None:
 
 
 def _cmd_sweep(a):
-    from ..study import run_sweep, Store, SweepSpec
+    from ..study import run, Store, STUDIES, SweepSpec
 
     i, n = parse_shard(a.shard)
     spec = SweepSpec(
@@ -132,7 +132,7 @@ def _cmd_sweep(a):
         return
     store = Store(a.out)
     store.note_command(sys.argv)
-    run_sweep(spec, a.out, shard=(i, n), log=progress(a))
+    run(STUDIES["sweep"], spec, a.out, shard=(i, n), log=progress(a))
     if a.json:
         print_json(dict(out=a.out, configs=len(cfgs[i::n]), records=len(store.records())))
 
@@ -260,43 +260,132 @@ def _label(row: dict, rows: list[dict]) -> str:
 
 
 def _cmd_report(a):
-    from ..study import public, write_report
+    from ..study import by_kind, estimate, InvalidArgument, public, Store, studies_of, threshold_rows, write
 
-    _study_folder(a.dir)
+    _existing_folder(a.dir)
+    records = Store(a.dir).records()
+    try:
+        studies = studies_of(a.dir, records)
+    except InvalidArgument as e:
+        raise ArgumentError(f"argument dir: {e}") from None
+    paths = []
     with working(a, f"jaxmem report: reading {a.dir!r} and drawing its figures"):
-        path, rows = write_report(a.dir)
+        for study in studies:
+            paths.append(write(study, a.dir, records)[0])
     if a.json:
-        print_json(dict(out=a.dir, report=path, rows=public(rows)))
+        thr, _, sweep = by_kind(records)
+        rows = public(threshold_rows(thr)) if thr else public(estimate(sweep))
+        print_json(
+            dict(out=a.dir, report=paths[0], reports=paths, studies=[s.name for s in studies], rows=rows)
+        )
     else:
-        print(f"report: {path}")
+        for path in paths:
+            print(f"report: {path}")
 
 
-def _study_folder(path: str) -> str:
-    from ..study import Store
+def _cmd_study(a):
+    """`jaxmem study NAME`: a preset of a registered study into `--out` (resumable, by shards
+    and worker processes), then its report once every unit is done; `--plan` lists the units,
+    `--report DIR` writes the preset's report from a folder that holds more."""
+    from ..study import (
+        check_jobs,
+        copy_report,
+        default_jobs,
+        InvalidArgument,
+        preset_of,
+        public,
+        run,
+        Store,
+        study_of,
+        write,
+    )
 
-    _existing_folder(path)
-    if not any(r.get("kind") in ("threshold", None) for r in Store(path).records()):
-        raise ArgumentError(f"argument dir: no threshold or sweep records under {path!r}")
-    return path
+    study = study_of(a.name)
+    spec = preset_of(study, a.preset)
+    shard = parse_shard(a.shard)
+    out = a.out or f"jaxmem-{study.name}"
+    if a.plan:
+        if a.report:
+            raise ArgumentError("argument --report: not with --plan")
+        _print_study_plan(a, study, spec, shard)
+        return
+    if a.report:
+        _existing_folder(out)
+        writable_folder("--report", a.report)
+        try:
+            path, units, seconds = copy_report(study, spec, out, a.report)
+        except InvalidArgument as e:
+            raise ArgumentError(f"argument --report: {e}") from None
+        if a.json:
+            print_json(dict(study=study.name, out=a.report, report=path, units=units))
+        else:
+            print(f"report: {path}   ({units} units, {seconds:.0f} s of search in their records)")
+        return
+    jobs = check_jobs(a.jobs or default_jobs())  # before anything is written
+    writable_folder("--out", out)
+    t0 = time.perf_counter()
+    Store(out).note_command(sys.argv)
+    done = run(study, spec, out, shard=shard, jobs=jobs, log=progress(a))
+    path, tables = (None, None) if done["left"] else write(study, out)
+    seconds = time.perf_counter() - t0
+    if a.json:
+        extra = dict(rows=public(tables["rows"])) if study.name == "demo" and tables else {}
+        print_json(
+            dict(
+                study=study.name,
+                out=out,
+                report=path,
+                units=done["units"],
+                left=done["left"],
+                seconds=seconds,
+                **extra,
+            )
+        )
+        return
+    if done["left"]:
+        print(
+            f"{done['left']} of {done['units']} units left (other shards); "
+            "the report is written once all are done"
+        )
+        return
+    if study.name == "demo":
+        _print_threshold_rows(tables["rows"])
+        print()
+    print(f"report: {path}   ({seconds:.0f} s)")
+
+
+def _print_study_plan(a, study, spec, shard) -> None:
+    """The units of work of a preset, and how many of them shard `i/n` runs."""
+    from ..study import AbstractStudy, plan
+
+    units, mine = plan(study, spec, shard)
+    i, n = shard
+    if a.json:
+        counts = (
+            dict(units=len(units))
+            if n == 1
+            else dict(units=len(units), shard=f"{i}/{n}", shard_units=len(mine))
+        )
+        print_json(dict(study=study.name, **counts))
+        return
+    fields = ("kind", "d", "problem", "model", "kappa", "solver", "seeds", "p")
+    for u in mine:
+        print(json.dumps({f: u[f] for f in fields if f in u}))
+    later = (
+        " (then the units that depend on them)"
+        if type(study).later_units is not AbstractStudy.later_units
+        else ""
+    )
+    print(
+        f"{len(units)} units of work{later}"
+        + ("" if n == 1 else f"; shard {i}/{n} runs the {len(mine)} above")
+    )
 
 
 def _cmd_demo(a):
-    """The CPU study (`jaxmem.study.DEMO`, or `QUICK`): every measurement into `--out`, then the report."""
-    from ..study import check_jobs, default_jobs, DEMO, public, QUICK, run_study, Store, write_report
-
-    t0 = time.perf_counter()
-    jobs = check_jobs(a.jobs or default_jobs())  # before anything is written
-    writable_folder("--out", a.out)
-    store = Store(a.out)
-    store.note_command(sys.argv)
-    run_study(QUICK if a.quick else DEMO, a.out, log=progress(a), jobs=jobs)
-    path, rows = write_report(a.out)
-    seconds = time.perf_counter() - t0
-    if a.json:
-        print_json(dict(out=a.out, report=path, rows=public(rows), seconds=seconds))
-    else:
-        _print_threshold_rows(rows)
-        print(f"\nreport: {path}   ({seconds:.0f} s)")
+    """`jaxmem demo`: the short name of `jaxmem study demo` (`--quick`: its preset `quick`)."""
+    a.name, a.preset, a.shard, a.plan, a.report = "demo", "quick" if a.quick else None, None, False, None
+    _cmd_study(a)
 
 
 def _criterion(s: str) -> float:
@@ -321,6 +410,7 @@ _CAPACITY_EXAMPLES = """examples:
 
 def add_commands(sub) -> None:
     from .._names import (
+        DECIDER_NAMES,
         EMBEDDINGS,
         MAX_TOL,
         MEMORY_NAMES as MEMORIES,
@@ -392,8 +482,8 @@ def add_commands(sub) -> None:
     c.add_argument(
         "--decider",
         default="auto",
-        choices=["auto", "dense", "working-set"],
-        help="the certified decider (auto: the working set from d = 128 for the OP, 64 for the DP)",
+        help=f"the certified decider: {', '.join(DECIDER_NAMES)} (or any registered one; auto: the "
+        "working set from d = 128 for the OP, 64 for the DP)",
     )
     c.add_argument(
         "--warm-start",
@@ -452,6 +542,8 @@ def add_commands(sub) -> None:
     r.add_argument("dir", help="a folder jaxmem wrote (its records are read, never changed)")
     r.set_defaults(func=_cmd_report)
 
+    _add_study(sub)
+
     d = sub.add_parser(
         "demo",
         help="the main job: the CPU-sized capacity study and its report",
@@ -469,3 +561,45 @@ def add_commands(sub) -> None:
         help="worker processes (0: one per CPU core up to 4 on the CPU, 1 on an accelerator)",
     )
     d.set_defaults(func=_cmd_demo)
+
+
+def _add_study(sub) -> None:
+    from .._names import STUDY_NAMES
+
+    listing = "\n".join(
+        f"  {name:10s} {title}\n             presets: {', '.join(presets)}"
+        for name, (title, presets) in STUDY_NAMES.items()
+    )
+    s = sub.add_parser(
+        "study",
+        help="run a study (a preset of measurements) into a folder, then write its report",
+        description="Measure a preset of a study into one resumable folder (shardable for a SLURM array), "
+        "then write the study's report from its records. `jaxmem demo` is `jaxmem study demo`.",
+        epilog=f"studies:\n{listing}\n\nexamples:\n"
+        "  jaxmem study scaling --out runs/scaling                   the scaling study (hours)\n"
+        "  jaxmem study scaling --preset quick --out /tmp/s          the same path in a minute\n"
+        "  jaxmem study rank --plan                                  its units of work, writing nothing\n"
+        "  jaxmem study rank --out runs/rank --shard 3/8             one task of a SLURM array\n"
+        "  jaxmem study scaling --out runs/scaling --report DIR      the default preset's report alone",
+    )
+    s.add_argument("name", help="the study (listed below)")
+    s.add_argument("--preset", default=None, help="the study's preset (default: its first, listed below)")
+    s.add_argument(
+        "--out", default=None, help="the folder of records (default: jaxmem-NAME; resumed if it exists)"
+    )
+    s.add_argument("--plan", action="store_true", help="print the units of work and stop (writes nothing)")
+    s.add_argument("--shard", default=None, help="i/n: run every n-th unit of work from the i-th")
+    s.add_argument(
+        "--jobs",
+        type=integer(0, 64),
+        default=0,
+        help="worker processes (0: one per CPU core up to 4 on the CPU, 1 on an accelerator)",
+    )
+    s.add_argument(
+        "--report",
+        metavar="DIR",
+        default=None,
+        help="measure nothing: copy the preset's records from --out (which must hold them all, and is "
+        "only read) into DIR and write their report there",
+    )
+    s.set_defaults(func=_cmd_study)

@@ -16,7 +16,15 @@ from ._decide import (
     to64,
     verify,
 )
-from ._dispatch import choose_decider, decide, decider_parts, DeciderParts
+from ._decider import (
+    AbstractDecider,
+    choose_decider,
+    decide,
+    decider_for,
+    Dense,
+    register_decider,
+    WorkingSet,
+)
 from ._lbfgs import line_search, Linear
 from ._margin import (
     MARGIN_STATUS,

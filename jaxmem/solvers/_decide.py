@@ -52,7 +52,9 @@ from ._runner import AbstractEnsembleSolver, run_ensemble
 
 STORABLE, UNSTORABLE, UNDECIDED = 0, 1, 2
 STATUS = ("storable", "unstorable", "undecided")
-DECIDERS = ("dense", "working-set", "auto")
+# name -> decider class (`AbstractDecider`), filled by `_decider.register_decider`; with "auto"
+# these are the values of `DecideConfig.decider`
+DECIDERS: dict = {}
 RUNNING = -1
 
 
@@ -116,8 +118,8 @@ class DecideConfig(eqx.Module):
         if self.working_set is not None:
             check_int("working_set", self.working_set, 1)
         check_int("outer_every", self.outer_every, 1)
-        if self.decider not in DECIDERS:
-            raise InvalidArgument(f"decider must be one of {', '.join(DECIDERS)}; got {self.decider!r}")
+        if self.decider != "auto" and self.decider not in DECIDERS:
+            raise InvalidArgument(f"decider must be one of auto, {', '.join(DECIDERS)}; got {self.decider!r}")
         if not isinstance(self.warm_start, bool):
             raise InvalidArgument(f"warm_start must be True or False, got {self.warm_start!r}")
         if self.stream not in (None, True, False):

@@ -13,15 +13,18 @@ Layers, each importing only those above it in this list:
   finished ones;
 - `_analysis`: records to tables (pure functions): capacity rows, verdicts, OP against DP, Adam
   against certified;
-- `_spec`: the study presets, `run_study`, `capacity` and sweeps;
+- `_spec`: one capacity point (`capacity`);
 - `_panels`: the tables the figures draw (records and theory to arrays and notes; pure);
-- `_figures`: draw those tables, nothing else;
-- `_report`: `report.md`;
-- `_tables`: a folder's tables in Python (`read_tables`, `load` to pandas).
+- `_figures`: draw those tables on figures of their own (no pyplot), nothing else;
+- `_report`: the markdown sections the studies' pages share;
+- `_tables`: a folder's tables in Python (`read_tables`, `load` to pandas);
+- `_study`: `AbstractStudy`, the registry `STUDIES`, `run`, `write`, `studies_of`;
+- `studies/`: one file per study (demo, scaling, rank, sweep, peer), each registering itself.
 """
 
 from .._files import atomic_write
 from .._provenance import device_info, versions
+from .._validate import InvalidArgument
 from ._analysis import (
     adam_vs_certified,
     compare,
@@ -70,31 +73,35 @@ from ._records import (
     train_fields,
     unit_settings,
 )
-from ._report import read_study, write_rank, write_report, write_scaling
 from ._runner import check_jobs, default_jobs, distinct_units, measure, run_units, shard_units
-from ._spec import (
-    capacity,
-    CapacityEstimate,
-    DEMO,
-    margin_configs,
-    PAPER,
-    QUICK,
-    RANK,
-    RANK_LARGE,
-    rank_points,
-    RANK_QUICK,
-    RankSpec,
-    run_study,
-    run_sweep,
+from ._spec import capacity, CapacityEstimate
+from ._study import (
+    AbstractStudy,
+    by_kind,
+    copy_report,
+    mark,
+    plan,
+    preset_of,
+    register,
+    run,
+    STUDIES,
+    studies_of,
+    study_of,
+    write,
+)
+from ._tables import load, read_tables, Tables, tables_of
+from ._units import Knobs, make_config, point_configs, run_margin_unit, run_one, run_records, run_unit, UNITS
+from .studies.demo import DEMO, Demo, margin_configs, PAPER, QUICK, study_points, StudySpec
+from .studies.mechanism import MECHANISM, Mechanism, mechanism_configs, MECHANISM_QUICK, MechanismSpec
+from .studies.peer import PEER, Peer, peer_points, PEER_QUICK, PeerSpec
+from .studies.rank import RANK, Rank, RANK_LARGE, rank_points, RANK_QUICK, RankSpec
+from .studies.scaling import (
     SCALING,
+    Scaling,
     SCALING_ACCELERATOR,
     SCALING_MORE,
     scaling_points,
     SCALING_QUICK,
     ScalingSpec,
-    study_points,
-    StudySpec,
-    SweepSpec,
 )
-from ._tables import load, read_tables, Tables, tables_of
-from ._units import Knobs, make_config, point_configs, run_margin_unit, run_one, run_records, run_unit, UNITS
+from .studies.sweep import Sweep, SweepSpec

@@ -8,18 +8,20 @@ import math
 import os
 from collections.abc import Callable
 
-import matplotlib
+import equinox as eqx
+import matplotlib.figure
+import matplotlib.ticker
+import numpy as np
+
+from .._files import atomic_write
+from ._panels import ReportData
 
 
-matplotlib.use("Agg")
-
-import equinox as eqx  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-import numpy as np  # noqa: E402
-
-from .._files import atomic_write  # noqa: E402
-from ._panels import ReportData  # noqa: E402
+def _subplots(*shape, figsize, **kw):
+    """A figure and its axes, drawn on a `matplotlib.figure.Figure` of its own: no pyplot, so
+    the caller's backend and pyplot state are never touched."""
+    fig = matplotlib.figure.Figure(figsize=figsize)
+    return fig, fig.subplots(*shape, **kw)
 
 
 def save_figure(fig, out, name):
@@ -29,7 +31,6 @@ def save_figure(fig, out, name):
         buf = io.BytesIO()
         fig.savefig(buf, format=ext, dpi=110)
         atomic_write(os.path.join(out, f"{name}.{ext}"), buf.getvalue())
-    plt.close(fig)
     return f"{name}.png"
 
 
@@ -78,8 +79,10 @@ def _uncertified(ax, rows, x, color, label) -> None:
 def fig_transition(data: ReportData, out):
     """P(all stored at p) = P(p* >= p) over seeds against the load, for each d, OP and DP, with
     the transition theory's curve and its band between P = 0.75 and 0.25."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, panel in zip(axes, data.transition):
+    drawn = [panel for panel in data.transition if panel["curves"]]
+    fig, axes = _subplots(1, len(drawn), figsize=(5.5 * len(drawn), 4.2), sharey=True, squeeze=False)
+    axes = axes[0]
+    for ax, panel in zip(axes, drawn):
         for c in panel["curves"]:
             color = f"C{c['color']}"
             ax.step(
@@ -116,7 +119,18 @@ def fig_finite_size(data: ReportData, out):
     theory's own p(d) and the transition's alpha_50(d), the asymptote 1/2; Hebbian beside its
     finite-size law and 1/8. No fitted curve."""
     t = data.finite_size
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    capacity = any(t[k] for k in ("certified_op", "certified_dp", "adam"))
+    n = int(capacity) + int(bool(t["hebbian"]))
+    fig, axes = _subplots(1, n, figsize=(5.5 * n, 4.2), squeeze=False)
+    ax, bx = (axes[0][0], axes[0][-1])
+    if capacity:
+        _capacity_panel(ax, t)
+    if t["hebbian"]:
+        _hebbian_panel(bx, t)
+    return save_figure(fig, out, "fig2_finite_size"), []
+
+
+def _capacity_panel(ax, t) -> None:
     for key, color, label, marker, dx in (
         ("certified_op", "C0", "certified OP", "o", 0.99),
         ("certified_dp", "C1", "certified DP", "o", 1.01),
@@ -144,6 +158,9 @@ def fig_finite_size(data: ReportData, out):
     ax.set_ylabel(r"$\hat\alpha_c = p_c\ln p_c/d^2$")
     ax.set_title("Capacity against d (95% CIs)", fontsize=10)
     _legend(ax)
+
+
+def _hebbian_panel(bx, t) -> None:
     heb = t["hebbian"]
     _errorbar(bx, heb, [r["d"] for r in heb], "C4", "Hebbian all-stored (simulation)")
     if heb:
@@ -156,16 +173,15 @@ def fig_finite_size(data: ReportData, out):
     bx.set_ylabel(r"$\hat\alpha$ (all stored)")
     bx.set_title("Hebbian rule", fontsize=10)
     _legend(bx)
-    return save_figure(fig, out, "fig2_finite_size"), []
 
 
 def fig_spectra(data: ReportData, out):
     """Singular values of the max-margin memories (normalised to |W|_F^2 = d^2 F(kappa), over
     sqrt d): full-rank OP and DP against the quarter circle, the finite-p/d law and the
     initialisation's law; the factored memory against the truncated law."""
-    n = max(1, len(data.spectra))
-    fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 4))
-    for ax, g in zip(np.atleast_1d(axes), data.spectra):
+    n = len(data.spectra)
+    fig, axes = _subplots(1, n, figsize=(4.6 * n, 4), squeeze=False)
+    for ax, g in zip(axes[0], data.spectra):
         ax.hist(
             g["singular_values"], bins=20, density=True, alpha=0.5, label=f"max margin ({g['seeds']} seeds)"
         )
@@ -191,8 +207,9 @@ def fig_scores(data: ReportData, out):
     """Normalised target and best-competitor scores of the max-margin memory (full-rank OP)
     against the water-level law, and of the Hebbian memory at the same (d, p) against its law,
     with sqrt(2 ln p)."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, g in zip(axes, data.scores):
+    n = len(data.scores)
+    fig, axes = _subplots(1, n, figsize=(5.5 * n, 4), squeeze=False)
+    for ax, g in zip(axes[0], data.scores):
         bins = g["bins"]
         ax.hist(g["target"], bins=bins, density=True, alpha=0.5, label="target (simulation)")
         ax.hist(g["best"], bins=bins, density=True, alpha=0.5, label="best competitor (simulation)")
@@ -218,7 +235,7 @@ def fig_rank(data: ReportData, out):
     """Certified (lower bound) and Adam capacities against kappa at one d, against
     alpha_c(p, kappa) at the measured p_c and the asymptote F(kappa)/2."""
     t = data.rank
-    fig, ax = plt.subplots(figsize=(6.2, 4.3))
+    fig, ax = _subplots(figsize=(6.2, 4.3))
     ax.plot(t["grid"], t["limit"], "k-", label=r"$F(\kappa)/2$ ($p\to\infty$)")
     for j, (solver, pts) in enumerate(t["points"]):
         x = [r["kappa"] * (1 + 0.025 * j) for r in pts]
@@ -251,7 +268,7 @@ def fig_rank(data: ReportData, out):
 
 def fig_adam(data: ReportData, out):
     """The capacity the step budget loses: certified minus Adam, seed by seed, per d."""
-    fig, ax = plt.subplots(figsize=(6.2, 4.3))
+    fig, ax = _subplots(figsize=(6.2, 4.3))
     for c in data.adam:
         d, lost = c["d"], c["lost"]
         jitter = 1 + 0.02 * np.random.default_rng(d).standard_normal(lost.size)
@@ -273,7 +290,7 @@ def fig_peer(data: ReportData, out):
     """Nichani, Lee and Bietti's protocol: N against d^2 (log-log), their criterion beside the
     certified all-stored capacity, with their guide line d^2 = 1.3 N ln N."""
     pr = data.peer
-    fig, ax = plt.subplots(figsize=(6.2, 4.3))
+    fig, ax = _subplots(figsize=(6.2, 4.3))
     for j, (key, label) in enumerate(
         (
             ("theirs", "Adam, accuracy 0.99 (theirs)"),
@@ -301,24 +318,30 @@ def fig_peer(data: ReportData, out):
             label=r"guide $d^2 = 1.3\,N\ln N$",
         )
     _log_scale(ax, bool(pr), "x", "y")
-    if pr:  # plain ticks: d^2 at the measured d, N at round values
-        ax.set_xticks([x["d"] ** 2 for x in pr], [f"{x['d'] ** 2} (d={x['d']})" for x in pr])
-        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
-        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel(r"$d^2$")
-    ax.set_ylabel("capacity N (median over seeds, 95% CI)")
+    if pr:
+        _n_against_d2(ax, [x["d"] for x in pr])
     ax.set_title("A peer's protocol: unit-norm embeddings", fontsize=10)
     _legend(ax)
     return save_figure(fig, out, "fig7_peer"), []
+
+
+def _n_against_d2(ax, ds) -> None:
+    """Axes of `N` against `d^2` (log-log) with plain ticks: `d^2` at the measured `d`, `N` at
+    round values."""
+    ax.set_xticks([d * d for d in ds], [f"{d * d} (d={d})" for d in ds])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 3.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel(r"$d^2$")
+    ax.set_ylabel("capacity N (median over seeds, 95% CI)")
 
 
 def fig_sweep(rows: list, out) -> str:
     """A fixed-`p` sweep: the fraction of seeds that stored all, against the load, per
     `(d, problem, model, kappa)`, each with its logistic estimate of `alpha_c` (its bootstrap 95%
     CI shaded). `rows`: `estimate`'s rows."""
-    fig, ax = plt.subplots(figsize=(6.2, 4.3))
+    fig, ax = _subplots(figsize=(6.2, 4.3))
     for j, r in enumerate(rows):
         g = r["grid"]
         label = f"d={r['d']} {r['problem'].upper()} {r['model']}" + (
@@ -355,7 +378,7 @@ def fig_scaling(table: list, out) -> str:
     the DP against `d` with 95% CIs, Gardner's `alpha_c(p_c)` at each measured `p_c`, the
     transition theory's band (P(all stored) from 0.75 to 0.25) and the asymptote 1/2; right,
     OP - DP, OP - theory and DP - theory with their CIs. Nothing is fitted."""
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax, bx) = _subplots(1, 2, figsize=(11, 4.2))
     for key, color, dx in (("op", "C0", 0.98), ("dp", "C1", 1.02)):
         rows = [t[key] for t in table if t[key] is not None]
         _errorbar(ax, rows, [r["d"] for r in rows], color, f"certified {key.upper()}", dx=dx)
@@ -396,7 +419,7 @@ def fig_rank_study(table: dict, out) -> str:
     `kappa = 1`, Gardner's `alpha_c(p_c, kappa)` at each row's own `p_c` (crosses), the theory's
     threshold at each `d` (dashed); the asymptote `F(kappa)/2`, far below, is named, not drawn.
     Nothing is fitted."""
-    fig, ax = plt.subplots(figsize=(10.5, 5.2))
+    fig, ax = _subplots(figsize=(10.5, 5.2))
     ds = sorted({r["d"] for r in table["rows"]})
     for i, d in enumerate(ds):
         marker = "os^D"[i % 4]
@@ -452,12 +475,14 @@ def fig_rank_study(table: dict, out) -> str:
 
 
 class Figure(eqx.Module):
-    """One figure of the report: its key, its caption and the function that draws it from a
-    `ReportData` into a folder, returning its file name and notes for the report."""
+    """One figure of the report: its key, its caption, the function that draws it from a
+    `ReportData` into a folder (returning its file name and notes for the report), and `has`,
+    whether the data holds anything for it (a figure without data is not drawn)."""
 
     key: str
     caption: str
     draw: Callable[[ReportData, str], tuple[str, list[str]]]
+    has: Callable[[ReportData], bool]
 
 
 # The figure registry: a new figure is a function above and one entry here.
@@ -468,6 +493,7 @@ FIGURES = (
         "threshold p* >= p), with the transition theory's loads at P = 0.75, 0.5 and 0.25 (thick, "
         "joined) and its band between them (shaded); OP left, DP right.",
         fig_transition,
+        lambda t: any(panel["curves"] for panel in t.transition),
     ),
     Figure(
         "finite_size",
@@ -475,6 +501,7 @@ FIGURES = (
         "at the theory's own p(d), the transition's alpha_50(d) and the asymptote 1/2; right, the "
         "Hebbian all-stored load against its finite-size law and 1/8. Nothing is fitted.",
         fig_finite_size,
+        lambda t: any(t.finite_size[k] for k in ("certified_op", "certified_dp", "adam", "hebbian")),
     ),
     Figure(
         "spectra",
@@ -482,6 +509,7 @@ FIGURES = (
         "to |W|_F^2 = d^2 F(kappa), against the quarter circle (full rank) or its truncation "
         "(factored), the finite-p/d law of U^T E and the initialisation's law.",
         fig_spectra,
+        lambda t: bool(t.spectra),
     ),
     Figure(
         "scores",
@@ -489,22 +517,113 @@ FIGURES = (
         "water-level law, and the Hebbian memory at the same (d, p) against its finite-size law, "
         "with sqrt(2 ln p).",
         fig_scores,
+        lambda t: bool(t.scores),
     ),
     Figure(
         "rank",
         "Capacity against the rank fraction kappa: certified lower bound and Adam, against "
         "alpha_c(p, kappa) at the full-rank p_c and the asymptote F(kappa)/2.",
         fig_rank,
+        lambda t: any(pts for _, pts in t.rank["points"]),
     ),
     Figure(
         "adam",
         "Certified minus Adam capacity per seed on the same tasks, and the difference of the medians.",
         fig_adam,
+        lambda t: bool(t.adam),
     ),
     Figure(
         "peer",
         "Nichani, Lee and Bietti's protocol: their capacity (accuracy 0.99) beside the certified "
         "all-stored one, N against d^2, with their guide line.",
         fig_peer,
+        lambda t: bool(t.peer),
     ),
 )
+
+
+def fig_peer_study(table: dict, out) -> str:
+    """The peer study: `N` (median over seeds, 95% CI) against `d^2` on log axes, one curve per
+    run, with their guide line `d^2 = 1.3 N ln N`."""
+    fig, ax = _subplots(figsize=(6.4, 4.4))
+    for j, run in enumerate(table["runs"]):
+        pts = [(d, table["cells"][(run, d)]) for d in table["ds"] if (run, d) in table["cells"]]
+        pts = [(d, r) for d, r in pts if r["p_c"] is not None and math.isfinite(r["p_c"])]
+        if not pts:
+            continue
+        d2 = np.array([d * d for d, _ in pts]) * (1 + 0.015 * (j - len(table["runs"]) / 2))
+        y = np.array([r["p_c"] for _, r in pts])
+        err = np.array(
+            [[r["p_c"] - r["p_ci_low"] for _, r in pts], [r["p_ci_high"] - r["p_c"] for _, r in pts]]
+        )
+        ax.errorbar(d2, y, yerr=np.maximum(np.nan_to_num(err), 0), fmt="o-", ms=4, capsize=3, label=run)
+    ds = table["ds"]
+    ax.plot(
+        [d * d for d in ds], [table["guide"][d] for d in ds], "k.--", lw=1, label=r"guide $d^2 = 1.3\,N\ln N$"
+    )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _n_against_d2(ax, ds)
+    ax.set_title("Unit-norm embeddings: accuracy 0.99 against all stored", fontsize=10)
+    _legend(ax)
+    return save_figure(fig, out, "peer")
+
+
+def _step(ax, values, **kw):
+    """A density step histogram of the concatenated `values`."""
+    ax.hist(np.concatenate(values), density=True, histtype="step", **kw)
+
+
+def fig_mechanism(t: dict, out) -> str:
+    """The mechanism study at its largest load: the max-margin spectra (OP, DP) and the Hebbian
+    one against the quarter circle; the rank-`kappa d` spectra against the truncated law; the
+    targets against the water-level law and `sqrt(2 ln p)`; the active constraints per input
+    against the theory's pooled count."""
+    load = max(t["loads"])
+    full = [r for r in t["full"] if r["load"] == load]
+    panels = 4 if t["fac"] else 3
+    fig, ax = _subplots(1, panels, figsize=(4.5 * panels, 4))
+    grid = t["curves"]["grid"]
+    right = ax[1:] if t["fac"] else [None, *ax[1:]]
+    for problem, c in zip(t["problems"], ("C0", "C1")):
+        rs = [r for r in full if r["config"]["problem"] == problem]
+        _step(
+            ax[0], [r["singular_values"] for r in rs], bins=40, color=c, label=f"max margin {problem.upper()}"
+        )
+        _step(right[1], [r["targets"] for r in rs], bins=50, color=c, label=f"targets {problem.upper()}")
+        counts = [r["active_per_input"] for r in rs]
+        _step(right[2], counts, bins=np.arange(0, 30) - 0.5, color=c, label=f"active {problem.upper()}")
+    rs = [r for r in full if r["config"]["problem"] == t["problems"][0]]
+    _step(ax[0], [r["hebbian_singular_values"] for r in rs], bins=40, color="C2", label="Hebbian")
+    ax[0].plot(grid, t["curves"]["qc"], "k--", label="quarter circle")
+    ax[0].set(title=f"spectra at {load} of p*", xlabel="s / sqrt(d)")
+    if t["fac"]:
+        for problem, c in zip(t["problems"], ("C0", "C1")):
+            fs = [r for r in t["fac"] if r["config"]["problem"] == problem]
+            if fs:
+                _step(
+                    ax[1],
+                    [r["singular_values"] for r in fs],
+                    bins=30,
+                    color=c,
+                    label=f"rank {fs[0]['rank']} {problem.upper()}",
+                )
+        ax[1].plot(grid, t["curves"]["truncated"], "k--", label="truncated quarter circle")
+        ax[1].set(title=f"rank-{t['fac'][0]['rank']} max margin", xlabel="s / sqrt(d)")
+    _step(
+        right[1],
+        [r["law_targets"] for r in rs],
+        bins=50,
+        color="k",
+        linestyle="--",
+        label="water level (theory)",
+    )
+    right[1].axvline(np.mean([r["threshold"] for r in rs]), color="gray", linestyle=":", label="sqrt(2 ln p)")
+    right[1].set(title="target scores / |W e|", xlabel="score")
+    right[2].axvline(
+        np.mean([r["pooled_theory"] for r in rs]), color="k", linestyle="--", label="theory pooled (mean)"
+    )
+    right[2].set(title="constraints within 1% of the least margin, per input", xlabel="count")
+    for a in ax:
+        _legend(a)
+    return save_figure(fig, out, "mechanism")

@@ -13,6 +13,7 @@ Scores of input `mu` are `h_rho = c^(mu)_rho . W e_mu`, in two units:
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -151,3 +152,102 @@ def paired_rows(a: list[dict], b: list[dict], keys) -> list[dict]:
             )
         )
     return out
+
+
+def margin_at_load(p: int, alpha: float) -> float:
+    """The theory's margin `kappa >= 0` at which `alpha_c(p, margin=kappa)` is the load `alpha`
+    (bisection to `2^-20` of its bracket; 0 where the load is at or above the capacity)."""
+    from .. import theory as th
+
+    if alpha >= float(th.alpha_c(p)):
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while float(th.alpha_c(p, margin=hi)) > alpha:
+        hi *= 2
+    for _ in range(20):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if float(th.alpha_c(p, margin=mid)) > alpha else (lo, mid)
+    return (lo + hi) / 2
+
+
+def run_mechanism_unit(cfg: dict) -> list[dict]:
+    """The mechanism study's unit: the max-margin memories of a seed group at `p` (one per seed,
+    a fraction `load` of its certified threshold; tasks drawn at `p_max`), each summarised
+    (`memory_summary`) beside the Hebbian memory of the same task (full rank) and the theory at
+    its `(p, alpha)`: the margin at that load, the water-level law's target and pooled count.
+    One record per seed."""
+    import jax
+
+    from .. import theory as th
+    from .._models import rank_of
+    from .._tasks import make_tasks
+    from ..solvers._constraints import batch_constraints
+    from ..solvers._decide import to64
+    from ..solvers._margin import MARGIN_STATUS, max_margin
+    from ._records import envelope
+
+    d, ps, P = cfg["d"], np.asarray(cfg["p"]), cfg["p_max"]
+    seeds = range(*cfg["seeds"])
+    tasks = make_tasks(jax.random.key(cfg["seed0"]), seeds=seeds, d=d, p=P, problem=cfg["problem"])
+    factored = cfg["model"] == "factored"
+    t = time.perf_counter()
+    mm = max_margin(tasks, p=ps, model=cfg["model"], kappa=cfg["kappa"] if factored else None)
+    sec = (time.perf_counter() - t) / len(seeds)
+    cons = batch_constraints(tasks, ps, int(ps.max()), stream=False)
+    with jax.enable_x64(True):
+        c64 = jax.tree.map(to64, cons)
+        a = np.asarray(jax.vmap(lambda c: c.rms_norm())(c64))
+        c64 = jax.tree.map(np.asarray, c64)
+    key = jax.random.key(cfg["seed0"] + 1)
+    m = rank_of(d, kappa=cfg["kappa"]) if factored else d
+    F = float(th.F(m / d)) if factored else 1.0
+
+    def summarise(W, j, p, salt):
+        k1, k2 = jax.random.split(jax.random.fold_in(key, salt * p))
+        law = np.asarray(th.qc_sample(k1, 20_000, m / d))
+        finite = np.asarray(th.product_spectrum(k2, d, p, samples=8, kappa=m / d))
+        return memory_summary(W, c64.inputs[j], c64.candidates[j], p, m=m, F=F, law=law, finite=finite)
+
+    recs = []
+    for j, s in enumerate(seeds):
+        p = int(ps[j])
+        W = mm.weight[j]
+        common = dict(p=p, seconds=sec, margin=float(mm.margin[j]), load=cfg["load"])
+        if factored:
+            rec = dict(
+                common,
+                rank=m,
+                gap_to_full=float(mm.gap[j]),
+                max_margin=summarise(W, j, p, 11),
+                singular_values=normalised_spectrum(W, m, F).tolist(),
+            )
+        else:
+            alpha = p * math.log(p) / d**2
+            kappa_th = margin_at_load(p, alpha)
+            law = th.optimal_scores(p, margin=kappa_th, samples=20_000, key=jax.random.fold_in(key, p))
+            law0 = th.optimal_scores(p, samples=20_000, key=jax.random.fold_in(key, p))
+            sc = score_table(W, c64.inputs[j], c64.candidates[j], p)
+            E, U = c64.inputs[j, :p], np.asarray(tasks.targets[j, :p], np.float64)
+            rec = dict(
+                common,
+                alpha=alpha,
+                status=MARGIN_STATUS[int(mm.status[j])],
+                gap_certified=float(mm.gap[j]),
+                margin_field=float(mm.margin[j] * a[j]),
+                margin_theory=kappa_th,
+                active=float(np.mean(mm.active[j, :p])),
+                pooled_theory=float(np.mean(np.asarray(law.pooled))),
+                law_target=float(np.mean(np.asarray(law.target))),
+                law_target_sd=float(np.std(np.asarray(law.target))),
+                law0_target=float(np.mean(np.asarray(law0.target))),
+                threshold=math.sqrt(2 * math.log(p)),
+                max_margin=summarise(W, j, p, 7),
+                hebbian=summarise(U.T @ E, j, p, 7),
+                singular_values=normalised_spectrum(W, d).tolist(),
+                hebbian_singular_values=normalised_spectrum(U.T @ E, d).tolist(),
+                targets=sc["target"].tolist(),
+                active_per_input=mm.active[j, :p].tolist(),
+                law_targets=np.asarray(law.target)[:2000].tolist(),
+            )
+        recs.append(envelope(cfg, s, **rec))
+    return recs

@@ -35,6 +35,9 @@ KIND = "threshold"
 MARGIN_KIND = "maxmargin"
 
 
+MECHANISM_KIND = "mechanism"
+
+
 def config_id(cfg: dict) -> str:
     return hashlib.sha1(json.dumps(cfg, sort_keys=True).encode()).hexdigest()[:16]
 

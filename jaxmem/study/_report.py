@@ -3,65 +3,29 @@ only the figures and the report, never measures."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
 
-import jax
-
-from .._files import atomic_write
-from .._validate import InvalidArgument
 from ._analysis import (
     adam_vs_certified,
     compare,
-    estimate,
     fmt,
     gap_note,
     gap_trend,
-    GAPS,
     peer_rows,
-    rank_table,
-    scaling_table,
     setup,
-    threshold_rows,
-    transition_theory,
     trend_note,
     verdict,
 )
-from ._figures import fig_rank_study, fig_scaling, fig_sweep, FIGURES
-from ._panels import panels
-from ._records import KIND, MARGIN_KIND, normal_records, Store
+from ._figures import FIGURES
 
 
-def read_study(out: str):
-    """The records of a folder by kind: `(threshold, max-margin, fixed-p sweep)` records.
-    A folder with neither threshold nor sweep records is refused."""
-    recs = Store(out).records()
-    thr = normal_records([r for r in recs if r.get("kind") == KIND])
-    sweep = [r for r in recs if "kind" not in r]
-    if not thr and not sweep:
-        raise InvalidArgument(f"no threshold or sweep records under {out!r}")
-    return thr, [r for r in recs if r.get("kind") == MARGIN_KIND], sweep
-
-
-def write_report(out: str) -> tuple[str, list[dict]]:
-    """`report.md` and its figures from the records in `out`: the capacity study's sections
-    where it holds threshold records, and the sweep's where it holds fixed-`p` ensembles. It
-    reads records and writes only the figures and `report.md`: it never measures.
-
-    **Returns:** the report's path and the capacity rows (those of `jaxmem capacity out`:
-    threshold rows, else the sweep's logistic estimates)."""
-    records, margins, sweep = read_study(out)
-    if not records:
-        rows = estimate(sweep)
-        L = ["# jaxmem sweep report", ""] + _sweep_section(rows, fig_sweep(rows, out), len(sweep))
-        path = os.path.join(out, "report.md")
-        atomic_write(path, "\n".join(L) + "\n")
-        return path, rows
-    rows = threshold_rows(records)
-    loads = transition_theory(rows)
-    data = panels(records, rows, margins, loads, jax.random.key(0))
-    drawn = {f.key: f.draw(data, out) for f in FIGURES}
+def capacity_page(tables: dict, drawn: dict, out: str) -> str:
+    """The capacity study's page (`report.md`) from its tables (`Demo.tables`: threshold records,
+    max-margin records, capacity rows, the transition theory's loads and the figures' data) and
+    its drawn figures (`{key: (file, notes)}`): a section only where it has rows, a figure only
+    where it was drawn."""
+    records, margins, rows, loads = (tables[k] for k in ("records", "margins", "rows", "loads"))
+    data = tables["data"]
     L = [
         "# jaxmem capacity report",
         "",
@@ -101,22 +65,20 @@ def write_report(out: str) -> tuple[str, list[dict]]:
     L += _op_dp_section(records)
     L += _adam_section(records)
     L += _finite_size_section(rows, loads)
-    L += ["", "## Spectra of the max-margin memories", ""] + [f"- {n}" for n in drawn["spectra"][1]]
-    L += ["", "## Scores", ""] + [f"- {n}" for n in drawn["scores"][1]]
+    for key, title in (("spectra", "Spectra of the max-margin memories"), ("scores", "Scores")):
+        if key in drawn:
+            L += ["", f"## {title}", ""] + [f"- {n}" for n in drawn[key][1]]
     L += _rank_section(rows, data.rank)
     L += _peer_section(rows)
-    if sweep:
-        sweep_rows = estimate(sweep)
-        L += ["", "## Fixed-p sweep", ""] + _sweep_section(sweep_rows, fig_sweep(sweep_rows, out), len(sweep))
-    L += ["", "## Figures", ""]
+    if drawn:
+        L += ["", "## Figures", ""]
     for f in FIGURES:
-        L += [f"![{f.key}]({drawn[f.key][0]})", "", f"*{f.key}.* {f.caption}", ""]
-    path = os.path.join(out, "report.md")
-    atomic_write(path, "\n".join(L) + "\n")
-    return path, rows
+        if f.key in drawn:
+            L += [f"![{f.key}]({drawn[f.key][0]})", "", f"*{f.key}.* {f.caption}", ""]
+    return "\n".join(L)
 
 
-def _gap_cell(g) -> str:
+def gap_cell(g) -> str:
     if g is None:
         return "—"
     v = g["verdict"]
@@ -125,194 +87,10 @@ def _gap_cell(g) -> str:
     return f"{g['diff']:+.3f} [{g['ci_low']:+.3f}, {g['ci_high']:+.3f}] {v}"
 
 
-def write_scaling(out: str, *, band_samples: int = 16384) -> tuple[str, dict]:
-    """`scaling.md`, `scaling.json` and the figure `scaling.png` from the certified full-rank
-    threshold records in `out` alone (`scaling_table`, `gap_trend` of each difference between
-    the smallest and the largest `d` where it is measured; `band_samples`: of the transition
-    theory's band). Reads records; writes only those files.
-
-    **Returns:** the path of `scaling.md` and the JSON it summarises."""
-    records, _, _ = read_study(out)
-    table = scaling_table(records, band_samples=band_samples)
-    if not table:
-        raise InvalidArgument(f"no certified full-rank threshold records under {out!r}")
-    trends = []
-    for gap in GAPS:
-        ds = [t["d"] for t in table if gap in t["gaps"]]
-        if len(ds) >= 2:
-            trends.append(gap_trend(records, gap, ds[0], ds[-1]))
-    figure = fig_scaling(table, out)
-    cell = lambda r: "—" if r is None else f"{fmt(r['alpha_c'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
-    th_ = lambda r: "—" if r is None else fmt(r.get("theory_alpha_c"))
-    seeds = lambda r: "—" if r is None else str(r["seeds"])
-    secs = lambda r: 0.0 if r is None else r["seconds"]
-    L = [
-        "# OP against DP against d (certified)",
-        "",
-        f"Records in `{out}/records/`. Per `d` and problem: the median certified threshold as "
-        "`alpha_hat_c = p_c ln p_c / d^2` with its distribution-free 95% CI; Gardner's `alpha_c(p_c)` at "
-        "the problem's own `p_c`; the transition theory's loads at P(all stored) = 0.75, 0.5, 0.25. "
-        "Differences: medians, with 95% bootstrap CIs over seeds (the theory term evaluated at each "
-        "bootstrap median); a verdict only where the CI excludes 0, otherwise the seeds per side that "
-        "a CI of the same shape would need. Nothing is fitted.",
-        "",
-        "| d | seeds OP/DP | OP | DP | alpha_c(p_c) OP/DP | transition 0.75 / 0.5 / 0.25 | OP − DP | "
-        "OP − theory | DP − theory | search s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for t in table:
-        op, dp = t["op"], t["dp"]
-        L.append(
-            f"| {t['d']} | {seeds(op)}/{seeds(dp)} | {cell(op)} | {cell(dp)} | {th_(op)}/{th_(dp)} | "
-            + " / ".join(fmt(a) for a in t["band"])
-            + " | "
-            + " | ".join(_gap_cell(t["gaps"].get(g)) for g in GAPS)
-            + f" | {secs(op) + secs(dp):.0f} |"
-        )
-    undecided = sum(r["undecided"] for t in table for r in (t["op"], t["dp"]) if r is not None)
-    # seeds neither exact, undecided nor censored: stopped at the plan's resolution
-    within = lambda r: r["seeds"] - r["exact"] - r["undecided"] - r["censored"]
-    bracketed = [
-        f"d = {t['d']} {r['problem'].upper()} ({within(r)} of {r['seeds']} seeds, "
-        f"at most {r['settings']['plan'].get('resolution', 1)} values of p each)"
-        for t in table
-        for r in (t["op"], t["dp"])
-        if r is not None and within(r) > 0
-    ]
-    if bracketed:
-        L += [
-            "",
-            "Thresholds resolved to a bracket (the search plan's `resolution`; each end of an interval "
-            "takes the brackets' ends on its own side): " + "; ".join(bracketed) + ".",
-        ]
-    L += [
-        "",
-        f"Seeds whose search stopped at an undecided instance: {undecided}. "
-        f"Search time in all: {sum(secs(t['op']) + secs(t['dp']) for t in table):.0f} s.",
-        "",
-        "## Trends",
-        "",
-        "Each difference at the smallest against the largest `d` where it is measured (its size, "
-        "signed by the small-`d` difference, so a positive change means it shrinks):",
-        "",
-    ]
-    L += [f"- {trend_note(tr)}" for tr in trends] + ["", f"![scaling]({figure})", ""]
-    path = os.path.join(out, "scaling.md")
-    atomic_write(path, "\n".join(L) + "\n")
-    rows = lambda r: None if r is None else r.to_json()
-    summary = dict(
-        table=[dict(t, op=rows(t["op"]), dp=rows(t["dp"])) for t in table],
-        trends=trends,
-    )
-    atomic_write(os.path.join(out, "scaling.json"), json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    return path, summary
-
-
-def write_rank(out: str) -> tuple[str, dict]:
-    """`rank.md`, `rank.json` and the figure `rank.png` from the rank study's records in `out`
-    alone (`rank_table`). Reads records; writes only those files.
-
-    **Returns:** the path of `rank.md` and the JSON it summarises."""
-    records, _, _ = read_study(out)
-    table = rank_table(records)
-    if not table["rows"]:
-        raise InvalidArgument(f"no certified rank-m threshold records under {out!r}")
-    figure = fig_rank_study(table, out)
-    ci = lambda r: f"{fmt(r['alpha_c'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
-    width = lambda r: fmt(r["ci_high"] - r["ci_low"]) if r["ci_high"] is not None else "—"
-    L = [
-        "# Rank-constrained memories `W = Q R^T` (certified lower bounds)",
-        "",
-        f"Records in `{out}/records/`. A rank-`m` threshold is a lower bound: a storable certificate is "
-        "an explicit rank-`m` memory with every margin positive (checked in float64), but no certificate "
-        "says that no rank-`m` memory exists, so an undecided instance counts as not stored and the "
-        "seed's search goes on below it. `alpha_hat_c = p_c ln p_c / d^2` is the median over seeds of "
-        "these lower bounds, with the distribution-free 95% CI of a median; the true rank-`m` capacity "
-        "is at least it. Each seed's rank-`m` threshold lies between its lower bound and its certified "
-        "full-rank threshold on the same task: `below full rank` counts the seeds where these differ "
-        "(the rank-`m` threshold is uncertified in between) and gives the median width in `alpha`. "
-        "Gardner's `alpha_c(p_c, kappa)` is evaluated at each row's own `p_c`; against a lower bound "
-        'only "above" can be decided. `Adam above` counts the seeds at which Adam on the factored '
-        "model stored more than the lower bound (a lower bound that Adam beats is not tight).",
-        "",
-        "| d | kappa | problem | seeds | lower bound alpha_hat_c [95% CI] | CI width | alpha_c(p_c, kappa) | "
-        "vs theory | F(kappa)/2 | below full rank: seeds, median width | undecided | Adam alpha_hat_c "
-        "(seeds) | Adam above the bound | search s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for t in table["rows"]:
-        r, a = t["certified"], t["adam"]
-        gap = f"{r['gap_seeds']} of {r['gap_paired']}, {fmt(r['gap_alpha'])}" if r.get("gap_paired") else "—"
-        adam = "—" if a is None else f"{fmt(a['alpha_c'])} ({a['seeds']})"
-        above = "—" if t["adam_above"] is None else f"{t['adam_above']} of {t['adam_paired']}"
-        L.append(
-            f"| {t['d']} | {t['kappa']:.2f} | {t['problem'].upper()} | {r['seeds']} | {ci(r)} | {width(r)} | "
-            f"{fmt(r.get('theory_alpha_c'))} | {r['theory_verdict']} | {t['limit']:.3f} | {gap} | "
-            f"{r['undecided']} | {adam} | {above} | {r['seconds']:.0f} |"
-        )
-    L += ["", "Full rank on the same tasks (certified, both sides):", ""]
-    L += [
-        f"- d={f['d']} {f['problem'].upper()}: {ci(f)}, {f['seeds']} seeds; alpha_c(p_c) = "
-        f"{fmt(f.get('theory_alpha_c'))} ({f['theory_verdict']})."
-        for f in table["full"]
-    ]
-    L += [
-        "",
-        "## OP against DP",
-        "",
-        "The difference of the medians of the lower bounds, with its 95% bootstrap CI over seeds (a "
-        "difference of lower bounds, not of capacities: it measures the two problems only as far as "
-        "the bounds are tight):",
-        "",
-    ]
-    for c in table["op_dp"]:
-        v = c["verdict"]
-        if v == "undecided":
-            v = f"undecided (about {c['seeds_to_decide']} seeds per side would decide it)"
-        L.append(
-            f"- d={c['d']} kappa={c['kappa']:.2f}: OP - DP = {c['diff']:+.3f} "
-            f"[{c['ci_low']:+.3f}, {c['ci_high']:+.3f}], {v}."
-        )
-    secs = sum(t["certified"]["seconds"] + (t["adam"]["seconds"] if t["adam"] else 0) for t in table["rows"])
-    secs += sum(f["seconds"] for f in table["full"])
-    L += ["", f"Search time in all: {secs:.0f} s.", "", f"![rank]({figure})", ""]
-    path = os.path.join(out, "rank.md")
-    atomic_write(path, "\n".join(L) + "\n")
-    js = lambda r: None if r is None else r.to_json()
-    summary = dict(
-        rows=[dict(t, certified=js(t["certified"]), adam=js(t["adam"])) for t in table["rows"]],
-        op_dp=table["op_dp"],
-        full=[js(f) for f in table["full"]],
-        curves={str(d): c for d, c in table["curves"].items()},
-        limit=table["limit"],
-    )
-    atomic_write(os.path.join(out, "rank.json"), json.dumps(summary, indent=1, sort_keys=True) + "\n")
-    return path, summary
-
-
-def _sweep_section(rows, figure: str, n: int) -> list[str]:
-    """The sweep's table: per `(d, problem, model, kappa)` the logistic `alpha_c` with its
-    bootstrap CI, whether the grid brackets the transition, and Gardner's `alpha_c(p_c)`."""
-    L = [
-        f"{n} fixed-p runs (`jaxmem sweep`). `alpha_c`: where a logistic fit of P(all stored) against "
-        "ln p crosses 1/2, with a bootstrap 95% CI over runs; meaningful only where the grid brackets "
-        "the transition (some loads below 1/2, some above).",
-        "",
-        "| d | problem | model | kappa | setup | runs | alpha_c | 95% CI | bracketed | alpha_c(p_c) theory |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        L.append(
-            f"| {r['d']} | {r['problem'].upper()} | {r['model']} | {r['kappa']:.2f} | {r['setup']} | "
-            f"{r['n_runs']} | "
-            f"{fmt(r['alpha_c'])} | [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}] | "
-            f"{'yes' if r['bracketed'] else 'no'} | {fmt(r.get('theory_alpha_c'))} |"
-        )
-    return L + ["", f"![sweep]({figure})", ""]
-
-
 def _op_dp_section(records):
     cmp = [c for c in compare(records, *_OPDP) if c["embedding"] == "gaussian"]
+    if not cmp:
+        return []
     L = [
         "",
         "## OP against DP (certified)",
@@ -345,6 +123,9 @@ _OPDP = (
 
 
 def _adam_section(records):
+    rows = adam_vs_certified(records)
+    if not rows:
+        return []
     L = [
         "",
         "## Adam against certified",
@@ -355,7 +136,7 @@ def _adam_section(records):
         "| d | model | kappa | seeds | below | above | certified | Adam | lost |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for c in adam_vs_certified(records):
+    for c in rows:
         L.append(
             f"| {c['d']} | {c['model']} | {c['kappa']:.2f} | {c['seeds']} | {c['fraction_below']:.2f} | "
             f"{c['fraction_above']:.2f} | {c['alpha_certified']:.3f} | {c['alpha_adam']:.3f} | "
@@ -365,7 +146,7 @@ def _adam_section(records):
 
 
 def _finite_size_section(rows, loads):
-    L = ["", "## Finite size", ""]
+    L = []
     for problem in ("op", "dp"):
         sel = [
             r
@@ -403,7 +184,7 @@ def _finite_size_section(rows, loads):
             )
             + "."
         )
-    return L
+    return ["", "## Finite size", ""] + L if L else []
 
 
 def _rank_section(rows, table):

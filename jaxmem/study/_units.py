@@ -3,6 +3,8 @@ and a function that runs it into one record per seed.
 
 - `threshold`: a seed group's certified, Adam or Hebbian thresholds (`point_configs`).
 - `maxmargin`: the max-margin memories of a seed group at given `p` (`margin_configs`).
+- `mechanism`: the same, summarised beside the Hebbian memory and the theory (the mechanism
+  study's `mechanism_configs`).
 - a `jaxmem sweep` ensemble at one fixed `p` (configs without `kind`, `make_config`).
 
 Seed `s` is the nested task `make_task(fold_in(key(seed0), s), p=p_max)`: the same task at
@@ -16,28 +18,28 @@ import time
 from dataclasses import dataclass
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .. import theory as th
 from .._experiment import run_experiment
 from .._models import MODELS as MEMORY_MODELS, rank_of, resolve_kappa
-from .._tasks import alpha_of, EMBEDDINGS, make_task, p_from_alpha, PROBLEMS
+from .._tasks import alpha_of, EMBEDDINGS, make_tasks, p_from_alpha, PROBLEMS
 from .._threshold import default_plan, search_thresholds, SearchPlan, SOLVERS, Thresholds
 from .._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, NO_TRAINING, TrainConfig
 from .._validate import available_bytes, check_choice, check_int, check_memory, InvalidArgument
 from ..solvers._constraints import batch_constraints
 from ..solvers._decide import DecideConfig, STATUS
-from ..solvers._dispatch import choose_decider
+from ..solvers._decider import choose_decider
 from ..solvers._margin import MARGIN_STATUS, max_margin_constraints, MaxMarginConfig
 from ..solvers._working_set import working_set_size
-from ._mechanism import normalised_spectrum, score_table
+from ._mechanism import normalised_spectrum, run_mechanism_unit, score_table
 from ._records import (
     decide_fields,
     envelope,
     finite_or_none,
     KIND,
     MARGIN_KIND,
+    MECHANISM_KIND,
     sweep_settings,
     train_fields,
     unit_settings,
@@ -143,18 +145,14 @@ EXTEND = 2
 
 
 def _tasks(cfg: dict, seeds, p: int):
-    key = jax.random.key(cfg["seed0"])
-    tasks = [
-        make_task(
-            jax.random.fold_in(key, int(s)),
-            d=cfg["d"],
-            p=p,
-            problem=cfg["problem"],
-            embedding=cfg["embedding"],
-        )
-        for s in seeds
-    ]
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *tasks)
+    return make_tasks(
+        jax.random.key(cfg["seed0"]),
+        seeds=seeds,
+        d=cfg["d"],
+        p=p,
+        problem=cfg["problem"],
+        embedding=cfg["embedding"],
+    )
 
 
 def _search_bracketing(cfg, plan, search, *, memory, log) -> tuple[Thresholds, int]:
@@ -260,12 +258,9 @@ def run_margin_unit(cfg: dict) -> list[dict]:
     memory's scores at the same `(d, p)`."""
     d, ps = cfg["d"], np.asarray(cfg["p"])
     P = int(ps.max())
-    key = jax.random.key(cfg["seed0"])
-    mk = lambda s: make_task(
-        jax.random.fold_in(key, s), d=d, p=P, problem=cfg["problem"], embedding=cfg["embedding"]
-    )
     seeds = range(*cfg["seeds"])
-    tasks = jax.tree.map(lambda *xs: jnp.stack(xs), *[mk(s) for s in seeds])
+    key = jax.random.key(cfg["seed0"])
+    tasks = make_tasks(key, seeds=seeds, d=d, p=P, problem=cfg["problem"], embedding=cfg["embedding"])
     cons = batch_constraints(tasks, ps, P, stream=False)
     rank = rank_of(d, kappa=cfg["kappa"]) if cfg["model"] == "factored" else None
     t = time.perf_counter()
@@ -382,6 +377,7 @@ def run_records(cfg: dict) -> list[dict]:
 UNITS = {
     KIND: lambda cfg, log: run_unit(cfg, log=log),
     MARGIN_KIND: lambda cfg, log: run_margin_unit(cfg),
+    MECHANISM_KIND: lambda cfg, log: run_mechanism_unit(cfg),
     None: lambda cfg, log: run_records(cfg),
 }
 
