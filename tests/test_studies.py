@@ -303,3 +303,13 @@ def test_the_mechanism_study_runs_as_units_and_resumes(tmp_path, capsys):
     assert len(stamp) == 2 + 3
     assert main(["study", "mechanism", "--preset", "quick", "--out", str(out), "--quiet"]) == 0
     assert {p.name: p.stat().st_mtime_ns for p in (out / "records").iterdir()} == stamp
+
+
+def test_report_of_the_mechanism_folder_is_its_committed_page(tmp_path):
+    """docs/mechanism holds the mechanism study's records; `jaxmem report` on a copy writes its
+    page, exactly the committed one, and its figure."""
+    dest = _copy(tmp_path, "mechanism")
+    assert main(["report", str(dest), "--quiet"]) == 0
+    with open(os.path.join(ROOT, "docs", "mechanism", "mechanism.md")) as f:
+        assert (dest / "mechanism.md").read_text() == f.read().replace("docs/mechanism", str(dest))
+    assert (dest / "mechanism.png").stat().st_size > 10_000

@@ -623,7 +623,7 @@ def fig_mechanism(t: dict, out) -> str:
     right[2].axvline(
         np.mean([r["pooled_theory"] for r in rs]), color="k", linestyle="--", label="theory pooled (mean)"
     )
-    right[2].set(title="constraints within 1% of the least margin, per input", xlabel="count")
+    right[2].set(title="active constraints per input (within 1%)", xlabel="count")
     for a in ax:
         _legend(a)
     return save_figure(fig, out, "mechanism")
