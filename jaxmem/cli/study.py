@@ -97,19 +97,21 @@ def _existing_folder(path: str) -> str:
     return path
 
 
-def _print_plan(a, units: list[dict], shard: tuple[int, int]) -> None:
+def _print_plan(
+    a, units: list[dict], shard: tuple[int, int], *, head: dict | None = None, tail: str = ""
+) -> None:
     """The number of units of work, and where a shard is given, how many of them it runs
-    (what an array job sizes its tasks by)."""
+    (what an array job sizes its tasks by); with `--json` one object (`head` first), else one
+    line (`tail` after the count)."""
     from ..study import distinct_units, shard_units
 
     total, (i, n) = len(distinct_units(units)), shard
     mine = len(shard_units(units, shard))
     if a.json:
-        print(
-            json.dumps(dict(units=total) if n == 1 else dict(units=total, shard=f"{i}/{n}", shard_units=mine))
-        )
+        counts = dict(units=total) if n == 1 else dict(units=total, shard=f"{i}/{n}", shard_units=mine)
+        print(json.dumps(dict(head or {}, **counts)))
     else:
-        print(f"{total} units of work" + ("" if n == 1 else f"; shard {i}/{n} runs {mine} of them"))
+        print(f"{total} units of work{tail}" + ("" if n == 1 else f"; shard {i}/{n} runs {mine} of them"))
 
 
 def _cmd_sweep(a):
@@ -355,31 +357,18 @@ def _cmd_study(a):
 
 
 def _print_study_plan(a, study, spec, shard) -> None:
-    """The units of work of a preset, and how many of them shard `i/n` runs."""
+    """The units of work of a preset (one JSON line each for this shard, unless `--json`), then
+    their count (`_print_plan`)."""
     from ..study import AbstractStudy, plan
 
     units, mine = plan(study, spec, shard)
-    i, n = shard
-    if a.json:
-        counts = (
-            dict(units=len(units))
-            if n == 1
-            else dict(units=len(units), shard=f"{i}/{n}", shard_units=len(mine))
-        )
-        print_json(dict(study=study.name, **counts))
-        return
-    fields = ("kind", "d", "problem", "model", "kappa", "solver", "seeds", "p")
-    for u in mine:
-        print(json.dumps({f: u[f] for f in fields if f in u}))
-    later = (
-        " (then the units that depend on them)"
-        if type(study).later_units is not AbstractStudy.later_units
-        else ""
-    )
-    print(
-        f"{len(units)} units of work{later}"
-        + ("" if n == 1 else f"; shard {i}/{n} runs the {len(mine)} above")
-    )
+    if not a.json:
+        fields = ("kind", "d", "problem", "model", "kappa", "solver", "seeds", "p")
+        for u in mine:
+            print(json.dumps({f: u[f] for f in fields if f in u}))
+    later = type(study).later_units is not AbstractStudy.later_units
+    tail = " (then the units that depend on them)" if later else ""
+    _print_plan(a, units, shard, head=dict(study=study.name), tail=tail)
 
 
 def _cmd_demo(a):

@@ -171,21 +171,9 @@ def write(study: AbstractStudy, out: str, records: list[dict] | None = None):
     atomic_write(path, study.report(tables, figures, out) + "\n")
     summary = study.summary(tables)
     if summary is not None:
-        text = json.dumps(summary, indent=1, sort_keys=True, default=_plain) + "\n"
+        text = json.dumps(summary, indent=1, sort_keys=True) + "\n"
         atomic_write(os.path.join(out, f"{study.page or study.name}.json"), text)
     return path, tables
-
-
-def _plain(x):
-    import numpy as np
-
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, np.generic):
-        return x.item()
-    if hasattr(x, "to_json"):
-        return x.to_json()
-    raise TypeError(f"not JSON: {type(x).__name__}")
 
 
 def plan(study: AbstractStudy, spec, shard: tuple[int, int] = (0, 1)) -> tuple[list[dict], list[dict]]:
