@@ -8,6 +8,7 @@ import os
 import stat
 
 import pytest
+from helpers import ensemble_records
 from jaxmem.cli import main
 from jaxmem.study import Knobs, make_config, Store
 
@@ -75,7 +76,7 @@ def test_fault_files_are_group_readable(tmp_path):
     try:
         store = Store(str(tmp_path / "w"))
         cfg = make_config(d=8, p=10, problem="op", model="hebbian", kappa=None, knobs=Knobs(seeds=1))
-        store.write(cfg, [dict(config=cfg, seed=0)])
+        store.write(cfg, ensemble_records(cfg))
         mode = stat.S_IMODE(os.stat(store.path(cfg)).st_mode)
     finally:
         os.umask(old)
@@ -160,7 +161,7 @@ def test_fault_stale_temp_files_of_dead_writers_are_removed(tmp_path):
     for path in (stale, live):
         open(path, "w").close()
     cfg = make_config(d=8, p=10, problem="op", model="hebbian", kappa=None, knobs=Knobs(seeds=1))
-    store.write(cfg, [dict(config=cfg, seed=0)])
+    store.write(cfg, ensemble_records(cfg))
     assert not os.path.exists(stale) and os.path.exists(live), "only a dead writer's file goes"
     assert clean_stale(store.records_dir) == []
 

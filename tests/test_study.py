@@ -218,7 +218,7 @@ def test_a_rows_interval_depends_on_its_own_records_alone(monkeypatch):
     """Each row's bootstrap draws come from its own generator (`point_rng`): more seeds at
     another `d` leave a row's OP - DP interval as it is, and a trend's ends are the rows'."""
     from jaxmem.study import compare, gap_samples
-    from jaxmem.study._analysis import point_rng
+    from jaxmem.study._stats import point_rng
 
     rng = np.random.default_rng(3)
     at96 = _synthetic(96, "op", rng.integers(1100, 1140, 33)) + _synthetic(

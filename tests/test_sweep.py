@@ -10,7 +10,7 @@ import pytest
 from jaxmem.cli import main
 from jaxmem.cli._args import ArgumentError, grid
 from jaxmem.study import atomic_write, estimate, Knobs, run, Store, Sweep, SweepSpec
-from jaxmem.study._analysis import _logistic_fit
+from jaxmem.study._stats import logistic_fit
 
 
 def _records(out):
@@ -84,7 +84,7 @@ def test_logistic_fit_recovers_transition():
     x = np.repeat(np.log(np.arange(50, 150, 10)), 200)
     true = 1 / (1 + np.exp(-(-8.0 * (x - np.log(100)))))
     y = (rng.random(x.size) < true).astype(float)
-    c0, c1 = _logistic_fit(x, y)
+    c0, c1 = logistic_fit(x, y)
     assert abs(np.exp(-c0 / c1) - 100) < 3
 
 
@@ -128,7 +128,7 @@ def test_report_draws_a_sweep_folder(tmp_path, capsys):
         "--quiet",
     ]
     assert main(args) == 0
-    recs = sorted(json.dumps(r, sort_keys=True) for r in Store(out).records())
+    recs = sorted(json.dumps(r.to_json(), sort_keys=True) for r in Store(out).records())
     capsys.readouterr()
     assert main(["report", out, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
@@ -138,7 +138,7 @@ def test_report_draws_a_sweep_folder(tmp_path, capsys):
         text = f.read()
     assert "# jaxmem sweep report" in text and "| 8 | OP | full |" in text
     assert os.path.exists(os.path.join(out, "fig_sweep.png"))
-    assert sorted(json.dumps(r, sort_keys=True) for r in Store(out).records()) == recs
+    assert sorted(json.dumps(r.to_json(), sort_keys=True) for r in Store(out).records()) == recs
     empty = str(tmp_path / "e")
     os.makedirs(empty)
     assert main(["report", empty]) == 2

@@ -4,7 +4,7 @@ the tables, figures and report read back from those records alone.
 Layers, each importing only those above it in this list:
 
 - `_records`: one record envelope, the `Store` (a folder of record files), the normal form of
-  a config and `select`;
+  a config and `where`;
 - `_mechanism`: a memory's spectrum and scores per instance, and Student-t intervals over seeds
   (pure);
 - `_units`: the registry of unit kinds (threshold, max-margin, fixed-`p` ensemble) and their
@@ -46,35 +46,42 @@ from ._analysis import (
 from ._figures import FIGURES, save_figure
 from ._mechanism import (
     ci_verdict,
-    ks_distance,
-    mean_ci,
     memory_summary,
     normalised_spectrum,
     paired_rows,
     SCORE_STATS,
     score_table,
     SPECTRUM_STATS,
-    t975,
 )
 from ._panels import panels, ReportData
 from ._records import (
+    as_record,
     config_id,
     criterion,
     decide_fields,
+    EnsembleRecord,
     envelope,
     expected_seeds,
     flat_settings,
+    KINDS,
+    MaxMarginRecord,
+    MechanismRecord,
     normal_config,
     normal_records,
     point_key,
     PointKey,
-    select,
+    Record,
+    RECORD_VERSION,
     Store,
+    ThresholdRecord,
     train_fields,
     unit_settings,
+    upgrade,
+    where,
 )
 from ._runner import check_jobs, default_jobs, distinct_units, measure, run_units, shard_units
 from ._spec import capacity, CapacityEstimate
+from ._stats import judge, ks_distance, mean_ci, seeds_to_decide, t975, Verdict
 from ._study import (
     AbstractStudy,
     by_kind,

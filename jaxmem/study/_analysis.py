@@ -4,7 +4,6 @@ estimate of fixed-`p` sweeps."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections import defaultdict
@@ -26,8 +25,20 @@ from ._records import (
     HEAD_FIELDS,
     normal_records,
     point_key,
-    select,
     train_fields,
+    where,
+)
+from ._stats import (
+    above,
+    bootstrap_median_p,
+    judge,
+    logistic_crossing,
+    minus,
+    percentile_ci,
+    point_rng,
+    seeds_to_decide,
+    signed,
+    Verdict,
 )
 
 
@@ -123,36 +134,6 @@ def brackets(recs) -> np.ndarray:
     return np.stack([lo, top])
 
 
-def point_rng(seed: int, *what) -> np.random.Generator:
-    """The bootstrap generator of one quantity, a pure function of `seed` and `what` (its name
-    and point, JSON-able): a row's interval depends on its own records alone, not on how many
-    draws the rows before it took."""
-    tag = hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).digest()
-    return np.random.default_rng([seed, int.from_bytes(tag[:8], "little")])
-
-
-def bootstrap_median_p(x, rng, n_boot=2000) -> np.ndarray:
-    """`(2, n_boot)`: the medians of `n_boot` resamples of the seeds of a `brackets` array, at
-    both ends of the brackets (a seed is drawn with its whole bracket, so each resample's median
-    threshold lies between its two medians)."""
-    idx = rng.choice(x.shape[1], (n_boot, x.shape[1]))
-    return np.median(x[:, idx], axis=2)
-
-
-# Bootstrap samples of a quantity known only within brackets are `(2, n_boot)` arrays: row 0 its
-# least value in each resample, row 1 its greatest. Exact thresholds give two equal rows.
-def _minus(a, b):
-    return np.stack([a[0] - b[1], a[1] - b[0]])
-
-
-def _signed(s, x):
-    return x if s >= 0 else -x[::-1]
-
-
-def _above(x) -> bool:
-    return bool(np.percentile(x[0], 2.5) > 0)
-
-
 def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -> list[dict]:
     """One row per measurement point (`point_key`): `p_c`, `alpha_c` with the order-statistic
     95% CI, the logistic cross-check, undecided and censored seeds, and the theory
@@ -216,8 +197,8 @@ def full_rank_thresholds(records: list[dict]) -> dict:
     """The certified full-rank `p*` of every seed measured, keyed by its task (`_tasks_key`)."""
     return {
         _tasks_key(r["config"], r["seed"]): r["p_star"]
-        for r in records
-        if r["config"]["model"] == "full" and r["config"]["solver"] == "certified" and not _censored(r)
+        for r in where(records, model="full", solver="certified")
+        if not _censored(r)
     }
 
 
@@ -292,11 +273,11 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
         xa, xb = brackets(pa.values()), brackets(pb.values())
         diff = alpha_of(d, np.median(xa[0])) - alpha_of(d, np.median(xb[0]))
         rng = point_rng(seed, "compare", a, b, k)
-        boot = _minus(
+        boot = minus(
             alpha_of(d, bootstrap_median_p(xa, rng, n_boot)), alpha_of(d, bootstrap_median_p(xb, rng, n_boot))
         )
-        lo, hi = float(np.percentile(boot[0], 2.5)), float(np.percentile(boot[1], 97.5))
-        verdict = "differ" if lo > 0 or hi < 0 else "undecided"
+        lo, hi = percentile_ci(boot)
+        verdict = "differ" if judge(lo, hi).decided else "undecided"
         n = min(xa.shape[1], xb.shape[1])
         differ = {k for k in _differing(at_d[d, emb]) if k not in drop and k not in _HOW}
         out.append(
@@ -308,43 +289,32 @@ def compare(records: list[dict], a: dict, b: dict, *, seed: int = 0, n_boot: int
                 ci_high=hi,
                 verdict=verdict,
                 seeds=[xa.shape[1], xb.shape[1]],
-                seeds_to_decide=_seeds_to_decide(diff, lo, hi, n),
+                seeds_to_decide=seeds_to_decide(diff, lo, hi, n),
                 setup=", ".join(f"{f} {flat_settings(cfg[k]).get(f)}" for f in sorted(differ)),
             )
         )
     return out
 
 
-def _seeds_to_decide(diff, lo, hi, n):
-    """Seeds per side at which a CI of the same shape, shrinking as `1/sqrt(n)`, would exclude 0
-    (None if the estimate is exactly 0)."""
-    if lo > 0 or hi < 0:
-        return n
-    half = (hi - lo) / 2
-    # the CI does not decide at n, so more than n seeds are needed, whatever the scaling says
-    return None if diff == 0 else max(n + 1, int(math.ceil(n * (half / abs(diff)) ** 2)))
-
-
 def theory_verdict(row: dict) -> str:
-    """What the 95% CI says of the theory value: inside it, or the measurement above or below.
-    An interval left open by censored seeds decides only the side it bounds; a lower bound (a
-    certified rank-`m` row) decides only "above"."""
+    """What the 95% CI says of the theory value (`judge`), worded: inside it, or the measurement
+    above or below. An interval left open by censored seeds decides only "above"; a lower bound
+    (a certified rank-`m` row) likewise."""
     t, lo, hi = row.get("theory_alpha_c"), row.get("ci_low"), row.get("ci_high")
-    finite = lambda x: x is not None and math.isfinite(x)
-    if t is None or not finite(lo):
+    v = judge(lo, hi, t, lower_bound=bool(row.get("lower_bound")))
+    if v is Verdict.NO_CI:
         return "undecided (no CI)"
-    if not finite(hi):
-        if row.get("censored") and lo > t:
+    if not math.isfinite(hi):
+        if row.get("censored") and v is Verdict.ABOVE:
             return "measured above theory (CI open above: censored seeds)"
         return "undecided (CI open above: censored seeds; raise p_max)"
     if row.get("lower_bound"):
-        # the capacity is at least the measured one: only "above" can be decided
-        if lo > t:
+        if v is Verdict.ABOVE:
             return "measured above theory (a lower bound above it)"
         return "undecided (a lower bound that does not exceed the theory)"
-    if lo <= t <= hi:
+    if v is Verdict.INSIDE:
         return "agrees (theory inside the 95% CI)"
-    return f"measured {'above' if lo > t else 'below'} theory"
+    return f"measured {v.value} theory"
 
 
 def adam_vs_certified(records: list[dict]) -> list[dict]:
@@ -357,7 +327,7 @@ def adam_vs_certified(records: list[dict]) -> list[dict]:
     tasks = lambda c: _same_measurement(c, ("solver", "decide", "adam"))
     is_adam = lambda c: c["solver"] == "adam" and criterion(c) == 1.0
     adam = _by_point([r for r in records if is_adam(r["config"])])
-    cert = _by_point([r for r in records if r["config"]["solver"] == "certified"])
+    cert = _by_point(where(records, solver="certified"))
     out = []
     for ka in sorted(adam, key=lambda k: _sortable(next(iter(adam[k].values()))["config"])):
         ca = next(iter(adam[ka].values()))["config"]
@@ -398,37 +368,11 @@ def logistic_cross_check(p_star, d: int) -> float:
     grid = np.arange(max(2, int(p_star.min()) - 2), int(p_star.max()) + 3)
     x = np.repeat(np.log(grid), p_star.size)
     y = (p_star[None, :] >= grid[:, None]).astype(float).ravel()
-    p = _p_c(x, y)
+    p = logistic_crossing(x, y)
     return alpha_of(d, p) if math.isfinite(p) and p >= 2 else math.nan
 
 
 N_BOOT = 400
-
-
-def _logistic_fit(x, y, ridge=1e-2):
-    """Penalised MLE of `P(y=1) = sigmoid(c0 + c1 x)`; Newton on a centred x."""
-    xm = x.mean()
-    X = np.stack([np.ones_like(x), x - xm], 1)
-    c = np.zeros(2)
-    pen = np.array([0.0, ridge])
-    for _ in range(100):
-        eta = X @ c
-        mu = 1 / (1 + np.exp(-eta))
-        g = X.T @ (y - mu) - pen * c
-        H = (X * (mu * (1 - mu))[:, None]).T @ X + np.diag(pen) + 1e-12 * np.eye(2)
-        step = np.linalg.solve(H, g)
-        c = c + step
-        if np.abs(step).max() < 1e-10:
-            break
-    c0, c1 = c[0] - c[1] * xm, c[1]
-    return c0, c1
-
-
-def _p_c(x, y):
-    c0, c1 = _logistic_fit(x, y)
-    if c1 >= 0 or not np.isfinite(c0 / c1) or -c0 / c1 > 700:
-        return math.nan
-    return math.exp(-c0 / c1)
 
 
 def _alpha(p, d):
@@ -505,13 +449,13 @@ def estimate(records: list[dict], *, seed: int = 0, n_boot: int = N_BOOT, theory
         ps = sorted(by_p)
         x = np.concatenate([[math.log(p)] * len(by_p[p]) for p in ps])
         y = np.concatenate([[float(r["all_stored"]) for r in by_p[p]] for p in ps])
-        p_c = _p_c(x, y)
+        p_c = logistic_crossing(x, y)
         boots = []
         for _ in range(n_boot):
             yb = np.concatenate(
                 [rng.choice([float(r["all_stored"]) for r in by_p[p]], len(by_p[p])) for p in ps]
             )
-            boots.append(_alpha(_p_c(x, yb), d))
+            boots.append(_alpha(logistic_crossing(x, yb), d))
         boots = np.array(boots)
         boots = boots[np.isfinite(boots)]
         fr = [float(np.mean([r["all_stored"] for r in by_p[p]])) for p in ps]
@@ -643,21 +587,20 @@ def transition_theory(rows):
 
 
 def verdict(lo, hi, value, what, lower_bound: bool = False):
-    """What a 95% CI `[lo, hi]` says of `value`; of a lower bound (a certified rank-`m` row), only
-    "above" can be decided."""
-    if lower_bound and lo is not None and math.isfinite(lo) and value is not None:
-        return f"above {what}" if lo > value else f"undecided (a lower bound not above {what})"
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)) or value is None:
+    """What a 95% CI `[lo, hi]` says of `value` (`judge`), worded with `what`; of a lower bound
+    (a certified rank-`m` row) or an interval open above, only "above" can be decided."""
+    v = judge(lo, hi, value, lower_bound=lower_bound)
+    if v is Verdict.NO_CI:
         return "undecided (no CI)"
-    if lo <= value <= hi:
-        return f"agrees with {what}"
-    return f"{'above' if lo > value else 'below'} {what}"
+    if v is Verdict.UNDECIDED:
+        return f"undecided ({'a lower bound' if lower_bound else 'a CI open above'} not above {what})"
+    return f"agrees with {what}" if v is Verdict.INSIDE else f"{v.value} {what}"
 
 
 def _certified_p_stars(records, d, problem):
     """The certified full-rank thresholds at `d` (Gaussian embeddings) as `brackets`, in seed
     order."""
-    recs = select(records, d=d, problem=problem, **CERTIFIED_FULL)
+    recs = where(records, d=d, problem=problem, **CERTIFIED_FULL)
     return brackets(sorted(recs, key=lambda r: (r["config"]["seed0"], r["seed"])))
 
 
@@ -701,17 +644,17 @@ def gap_samples(records, d, gap, rng, n_boot=2000):
     if xb.shape[1] < 2:
         return None
     est = alpha_of(d, np.median(xa[0])) - alpha_of(d, np.median(xb[0]))
-    return float(est), _minus(alpha_of(d, med), alpha_of(d, bootstrap_median_p(xb, rng, n_boot)))
+    return float(est), minus(alpha_of(d, med), alpha_of(d, bootstrap_median_p(xb, rng, n_boot)))
 
 
 def _ci_verdict(est, samples, yes, no, n):
     """The 95% percentile interval of `samples` (its low end from row 0, its high end from row
     1), the verdict `yes` (interval above 0), `no` (below) or undecided, and the seeds per side
     that would decide it (`_seeds_to_decide`)."""
-    lo, hi = float(np.percentile(samples[0], 2.5)), float(np.percentile(samples[1], 97.5))
-    verdict = yes if lo > 0 else no if hi < 0 else "undecided"
+    lo, hi = percentile_ci(samples)
+    verdict = {Verdict.ABOVE: yes, Verdict.BELOW: no}.get(judge(lo, hi), "undecided")
     return dict(
-        diff=est, ci_low=lo, ci_high=hi, verdict=verdict, seeds_to_decide=_seeds_to_decide(est, lo, hi, n)
+        diff=est, ci_low=lo, ci_high=hi, verdict=verdict, seeds_to_decide=seeds_to_decide(est, lo, hi, n)
     )
 
 
@@ -729,15 +672,15 @@ def gap_trend(records, gap, d1, d2, *, seed=0, n_boot=2000) -> dict | None:
     one, two = (gap_samples(records, d, gap, point_rng(seed, "gap", d, gap), n_boot) for d in (d1, d2))
     if one is None or two is None:
         return None
-    decided = lambda g: _above(g[1]) or _above(_signed(-1, g[1]))
+    decided = lambda g: above(g[1]) or above(signed(-1, g[1]))
 
     def smaller(a, b):  # |b| < |a|, decided
         s = 1.0 if a[0] >= 0 else -1.0
-        return decided(a) and _above(_signed(s, _minus(a[1], b[1]))) and _above(_signed(s, a[1] + b[1]))
+        return decided(a) and above(signed(s, minus(a[1], b[1]))) and above(signed(s, a[1] + b[1]))
 
     s = 1.0 if one[0] >= 0 else -1.0
     n = min(_certified_p_stars(records, d, p).shape[1] for d in (d1, d2) for p in GAPS[gap] if p != "theory")
-    out = _ci_verdict(s * (one[0] - two[0]), _signed(s, _minus(one[1], two[1])), "", "", n)
+    out = _ci_verdict(s * (one[0] - two[0]), signed(s, minus(one[1], two[1])), "", "", n)
     out["verdict"] = (
         "shrinks" if smaller(one, two) else "does not shrink" if smaller(two, one) else "undecided"
     )
@@ -772,7 +715,7 @@ def scaling_table(records, *, seed=0, n_boot=2000, band_samples=16384) -> list[d
 
     **Returns:** a list of `dict(d, op, dp, band, gaps)` sorted by `d` (`op`/`dp` `None` where
     not measured)."""
-    full = [r for r in records if all(r["config"].get(k) == v for k, v in CERTIFIED_FULL.items())]
+    full = where(records, **CERTIFIED_FULL)
     rows = threshold_rows(full)
     out = []
     for d in sorted({r["d"] for r in rows}):
@@ -862,14 +805,7 @@ def rank_table(records, *, seed=0, n_boot=2000) -> dict:
         )
     op_dp = []
     for d, k in sorted({(d, k) for d, k, _ in cert}):
-        sel = [
-            r
-            for r in records
-            if r["config"]["d"] == d
-            and r["config"]["model"] == "factored"
-            and r["config"]["solver"] == "certified"
-            and round(r["config"]["kappa"], 6) == k
-        ]
+        sel = where(records, d=d, model="factored", solver="certified", kappa=k)
         for c in compare(sel, {"problem": "op"}, {"problem": "dp"}, seed=seed, n_boot=n_boot):
             op_dp.append(dict(c, kappa=k))
     full = [

@@ -17,59 +17,16 @@ import time
 
 import numpy as np
 
-
-# two-sided 95% quantiles of Student's t with 1..30 degrees of freedom
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-
-
-def t975(df: int) -> float:
-    """The two-sided 95% quantile of Student's t with `df >= 1` degrees of freedom: tabulated to
-    30, then linear in `1/df` through 1.980 at 120 and 1.960 at infinity (within 0.001)."""
-    if df < 1:
-        raise ValueError(f"df must be >= 1, got {df}")
-    if df <= 30:
-        return _T975[df - 1]
-    if df <= 120:
-        w = (1 / df - 1 / 120) / (1 / 30 - 1 / 120)
-        return 1.980 + w * (2.042 - 1.980)
-    return 1.960 + (120 / df) * (1.980 - 1.960)
-
-
-def mean_ci(x) -> tuple[float, float, float]:
-    """`(mean, low, high)`: the mean of `x` with its 95% Student-t interval (`nan` bounds for fewer
-    than two values)."""
-    x = np.asarray(x, float)
-    m = float(x.mean())
-    if x.size < 2:
-        return m, math.nan, math.nan
-    half = t975(x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
-    return m, m - half, m + half
+from ._stats import judge, ks_distance, mean_ci, Verdict
 
 
 def ci_verdict(low: float, high: float, value: float = 0.0) -> str:
-    """What a 95% interval decides about `value`: "above", "below", or "undecided" (inside)."""
-    if not (math.isfinite(low) and math.isfinite(high)):
+    """What a 95% interval decides about `value` (`judge`), worded: "above", "below", or
+    "undecided" (inside)."""
+    v = judge(low, high, value)
+    if v is Verdict.NO_CI or not math.isfinite(high):
         return "undecided (no CI)"
-    if low > value:
-        return "above"
-    if high < value:
-        return "below"
-    return "undecided"
-
-
-def ks_distance(x, y) -> float:
-    """Two-sample Kolmogorov-Smirnov statistic `sup |F_x - F_y|`."""
-    x, y = np.sort(x), np.sort(y)
-    grid = np.concatenate([x, y])
-    return float(
-        np.max(
-            np.abs(np.searchsorted(x, grid, "right") / x.size - np.searchsorted(y, grid, "right") / y.size)
-        )
-    )
+    return v.value if v.decided else "undecided"
 
 
 def normalised_spectrum(W, m: int, F: float = 1.0) -> np.ndarray:

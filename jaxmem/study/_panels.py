@@ -14,8 +14,8 @@ import numpy as np
 from .. import theory as th
 from .._tasks import alpha_of
 from ._analysis import adam_vs_certified, CERTIFIED_FULL, gardner_curve, peer_rows
-from ._mechanism import ks_distance
-from ._records import select
+from ._records import where
+from ._stats import ks_distance
 
 
 class ReportData(eqx.Module):
@@ -55,7 +55,7 @@ def transition(records, rows, loads) -> list[dict]:
     for problem in ("op", "dp"):
         curves = []
         for i, d in enumerate(ds):
-            recs = select(records, d=d, problem=problem, **CERTIFIED_FULL)
+            recs = where(records, d=d, problem=problem, **CERTIFIED_FULL)
             if not recs:
                 continue
             p_star = np.array([r["p_star"] for r in recs])
@@ -169,7 +169,7 @@ def scores(margins) -> list[dict]:
     the Hebbian memories on the same tasks, each beside its law (samples: the water-level law and
     the Hebbian finite-size law) and `sqrt(2 ln p)`, with a note: one panel each, none without
     such records."""
-    recs = select(margins, model="full", problem="op")
+    recs = where(margins, model="full", problem="op")
     if not recs:
         return []
     d = recs[0]["config"]["d"]

@@ -1,20 +1,26 @@
-"""Records: one envelope, one `Store`, the normal form of a config and one `select`.
+"""Records: typed, one frozen type per kind, in one `Store`, with one upgrade of older versions.
 
-A record is one JSON object per seed of a unit of work: `v` (the envelope's version), `kind`
-(absent for a `jaxmem sweep` ensemble), `id` (the hash of `config`, also the name of the unit's
-file), `config` (every setting the unit ran with), `seed`, and the fields its kind adds. A
-`Store` is a results folder: one atomically written JSON-lines file per unit, merged on reading.
+A record is one JSON object per seed of a unit of work: `v` (the record version), `kind` (which
+of `KINDS` it is), `id` (the hash of `config`, also the name of the unit's file), `config`
+(every setting the unit ran with), `seed`, and the fields its kind adds. A `Store` is a results
+folder: one atomically written JSON-lines file per unit, merged on reading; every record it
+reads is upgraded to the current version (`upgrade`) and built as its kind's type.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import os
 import sys
 import time
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 import optax
@@ -26,7 +32,7 @@ from .._validate import InvalidArgument
 from ..solvers._decide import DecideConfig
 
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 
 
 KIND = "threshold"
@@ -36,6 +42,10 @@ MARGIN_KIND = "maxmargin"
 
 
 MECHANISM_KIND = "mechanism"
+
+
+# a fixed-`p` Adam (or Hebbian) ensemble of `jaxmem sweep`; its config has no `kind`
+ENSEMBLE_KIND = "ensemble"
 
 
 def config_id(cfg: dict) -> str:
@@ -49,26 +59,276 @@ def expected_seeds(cfg: dict) -> list[int]:
     return list(range(*seeds)) if isinstance(seeds, list) else list(range(int(seeds)))
 
 
-# What every record of a kind must carry beside `config` and `seed` (a file missing any is
-# invalid: skipped by readers, rerun by runs), and what its config must carry.
-_FIELDS = {
-    None: ({"all_stored"}, {"d", "p", "problem", "model", "kappa", "seeds", "seed0"}),
-    "threshold": (
-        {"p_star", "p_hi", "exact", "undecided", "decisions", "seconds"},
-        {"d", "problem", "model", "kappa", "solver", "seeds", "seed0", "embedding", "plan"},
-    ),
+def _plain(x):
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def decide_fields(cfg: DecideConfig) -> dict:
+    """Every field of a `DecideConfig`, as a record stores it."""
+    return {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
+
+
+def train_fields(cfg: TrainConfig) -> dict:
+    """Every field of a `TrainConfig`, as a record stores it (`TrainConfig.identity`): the
+    optimizer by its `optax` name (one that `optax` does not name cannot be recorded, so it is
+    refused)."""
+    name = getattr(cfg.optimizer, "__name__", None)
+    if name is None or getattr(optax, name, None) is not cfg.optimizer:
+        raise InvalidArgument(
+            f"adam_config.optimizer must be an optax function (a record names it); got {cfg.optimizer!r}"
+        )
+    return cfg.identity()
+
+
+def kind_of(x: Mapping) -> str:
+    """The kind of a record or of a unit's config (`ENSEMBLE_KIND` where it names none)."""
+    return x.get("kind", ENSEMBLE_KIND)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Record(Mapping):
+    """A record of one seed of one unit of work: the envelope its kinds share.
+
+    A record is frozen and typed; it also reads as a mapping of its fields (`r["p_star"]`,
+    `r.get("hebbian_target")`), which is how tables select and read them. A field of `OPTIONAL`
+    that is None is absent from the record (and from its JSON).
+
+    **Fields:** `v` (record version), `kind`, `id` (`config_id(config)`), `config` (every setting
+    the unit ran with), `seed`."""
+
+    KIND: ClassVar[str] = ""
+    # the config fields that an older record of this kind may lack, at what it ran with
+    DEFAULTS: ClassVar[dict] = {}
+    # what the config of a record of this kind must carry
+    CONFIG: ClassVar[frozenset[str]] = frozenset({"d", "seeds"})
+    # fields that some records of the kind do not have (None: absent)
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
+
+    v: int
+    kind: str
+    id: str
+    config: dict
+    seed: int
+
+    def __post_init__(self):
+        hints = _hints(type(self))
+        for f in dataclasses.fields(self):
+            x = getattr(self, f.name)
+            if x is None and f.name in self.OPTIONAL:
+                continue
+            if not _is(x, hints[f.name]):
+                raise InvalidArgument(f"record: {self.kind} field {f.name} is not {hints[f.name]}: {x!r}")
+        if self.kind != self.KIND or not self.CONFIG <= set(self.config):
+            raise InvalidArgument(f"record: not a valid {self.KIND} record (kind {self.kind!r})")
+
+    def _names(self):
+        return [
+            f.name
+            for f in dataclasses.fields(self)
+            if not (f.name in self.OPTIONAL and getattr(self, f.name) is None)
+        ]
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.__dataclass_fields__ and name in self._names():
+            return getattr(self, name)
+        raise KeyError(name)
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def to_json(self) -> dict:
+        """The record as its JSON object (fields in declaration order, absent ones left out)."""
+        return {k: getattr(self, k) for k in self._names()}
+
+    @classmethod
+    def from_json(cls, obj: Mapping) -> Record:
+        """The record of a current-version JSON object; `ValueError` naming the field that is
+        missing, unknown or of the wrong type."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        extra = set(obj) - names
+        missing = names - set(obj) - cls.OPTIONAL
+        if extra or missing:
+            raise InvalidArgument(
+                f"record: a {cls.KIND} record has fields {sorted(names)}; missing {sorted(missing)}, "
+                f"unknown {sorted(extra)}"
+            )
+        return cls(**{k: obj.get(k) for k in names})
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
+
+
+def _is(x, hint) -> bool:
+    """Whether a JSON value fits a field's type (a float field takes an integer, not a bool;
+    a float field may be None where the value was not finite)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is(x, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return x is None
+    if hint is float:
+        return isinstance(x, int | float) and not isinstance(x, bool)
+    if hint is int:
+        return isinstance(x, int) and not isinstance(x, bool)
+    if hint is Any:
+        return True
+    return isinstance(x, origin or hint)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ThresholdRecord(Record):
+    """One seed's threshold search: its storability bracket `[p_star, p_hi)` (`exact` where
+    `p_hi = p_star + 1`; `censored` where no `p` tried up to `p_max` failed; `undecided` where the
+    search stopped at an undecided instance) and every decision it made (`p`, `status`, `margin`,
+    `margin_bound`, `iterations`)."""
+
+    KIND: ClassVar[str] = KIND
+    CONFIG: ClassVar[frozenset[str]] = frozenset(
+        {"d", "problem", "model", "kappa", "solver", "seeds", "seed0", "embedding", "plan"}
+    )
+
+    p_star: int
+    p_hi: int
+    exact: bool
+    censored: bool
+    p_max: int | None
+    undecided: bool
+    decisions: list
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MaxMarginRecord(Record):
+    """One seed's max-margin memory at `p`: its certified margin and bound, status, iterations,
+    active competitors per input, normalised singular values, and the target and best-competitor
+    scores of it and (full-rank OP) of the Hebbian memory of the same task."""
+
+    KIND: ClassVar[str] = MARGIN_KIND
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"hebbian_target", "hebbian_best"})
+
+    p: int
+    margin: float | None
+    margin_bound: float | None
+    gap: float | None
+    status: str
+    iterations: int
+    active: list
+    singular_values: list
+    seconds: float
+    max_margin_target: list
+    max_margin_best: list
+    hebbian_target: list | None = None
+    hebbian_best: list | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MechanismRecord(Record):
+    """One seed of the mechanism study: the max-margin memory at a fraction `load` of its
+    certified threshold, summarised (`max_margin`), beside the Hebbian memory and the theory's
+    margin, water-level law and pooled count at the same `(p, alpha)` (full rank), or its gap to
+    the full-rank margin (rank `m`)."""
+
+    KIND: ClassVar[str] = MECHANISM_KIND
+    _FULL = (
+        "alpha", "status", "gap_certified", "margin_field", "margin_theory", "active", "pooled_theory",
+        "law_target", "law_target_sd", "law0_target", "threshold", "hebbian", "hebbian_singular_values",
+        "targets", "active_per_input", "law_targets",
+    )  # fmt: skip
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"rank", "gap_to_full", *_FULL})
+
+    p: int
+    seconds: float
+    margin: float
+    load: float
+    rank: int | None = None
+    gap_to_full: float | None = None
+    alpha: float | None = None
+    status: str | None = None
+    gap_certified: float | None = None
+    margin_field: float | None = None
+    margin_theory: float | None = None
+    active: float | None = None
+    pooled_theory: float | None = None
+    law_target: float | None = None
+    law_target_sd: float | None = None
+    law0_target: float | None = None
+    threshold: float | None = None
+    max_margin: dict
+    hebbian: dict | None = None
+    singular_values: list
+    hebbian_singular_values: list | None = None
+    targets: list | None = None
+    active_per_input: list | None = None
+    law_targets: list | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EnsembleRecord(Record):
+    """One instance of a fixed-`(d, p)` ensemble (`jaxmem sweep`): trained by Adam or built by
+    the Hebbian rule, its accuracy, whether all were stored and when, and its scores."""
+
+    KIND: ClassVar[str] = ENSEMBLE_KIND
+    DEFAULTS: ClassVar[dict] = dict(train_fields(TrainConfig()), embedding="gaussian")
+    CONFIG: ClassVar[frozenset[str]] = frozenset({"d", "p", "problem", "model", "kappa", "seeds", "seed0"})
+
+    alpha: float
+    accuracy: float
+    all_stored: bool
+    steps_to_store: int | None
+    diverged: bool
+    final_loss: float | None
+    target_score: list
+    best_score: list
+    singular_values: list
+    seconds: float
+
+
+# the record types by kind: what a `Store` builds from each line
+KINDS: dict[str, type[Record]] = {
+    t.KIND: t for t in (ThresholdRecord, MaxMarginRecord, MechanismRecord, EnsembleRecord)
 }
 
 
-def _complete(recs: list[dict]) -> bool:
-    kind = recs[0].get("kind")
-    fields, cfg_fields = _FIELDS.get(kind, (set(), {"d", "seeds"}))
-    cfg = recs[0]["config"]
-    return (
-        isinstance(cfg, dict)
-        and cfg_fields <= set(cfg)
-        and all({"seed", *fields} <= set(r) and r.get("kind") == kind for r in recs)
-    )
+def upgrade(obj: Mapping) -> dict:
+    """A record's JSON object in the current version. Version 1 becomes version 2: an ensemble
+    record gets its `kind`; a threshold record gets its config in today's form (`normal_config`,
+    its `id` with it) and its `censored` and `p_max` where it lacked them (from its plan).
+
+    **Returns:** a new dict; `ValueError` for a version this one does not know."""
+    v = obj.get("v")
+    if v == RECORD_VERSION:
+        return dict(obj)
+    if v != 1:
+        raise InvalidArgument(f"record: version {v!r} is not one this jaxmem reads (1 or {RECORD_VERSION})")
+    rest = {k: x for k, x in obj.items() if k not in ("v", "kind")}
+    out = dict(v=RECORD_VERSION, kind=kind_of(obj), **rest)
+    if out["kind"] == KIND:
+        cfg = normal_config(obj["config"])
+        p_max = out.get("p_max", cfg.get("plan", {}).get("p_max"))
+        out.update(id=config_id(cfg), config=cfg)
+        out.setdefault("censored", p_max is not None and out["p_hi"] > p_max)
+        out.setdefault("p_max", p_max)
+        # in declaration order
+        names = [f.name for f in dataclasses.fields(ThresholdRecord)]
+        out = {k: out[k] for k in names if k in out} | {k: x for k, x in out.items() if k not in names}
+    return out
+
+
+def as_record(obj: Mapping) -> Record:
+    """`obj` as its kind's typed record (a typed record as it is; a JSON object of any known
+    version upgraded first); `ValueError` where it is not a valid record."""
+    if isinstance(obj, Record):
+        return obj
+    obj = upgrade(obj)
+    kind = obj.get("kind")
+    if kind not in KINDS:
+        raise InvalidArgument(f"record: kind must be one of {sorted(KINDS)}; got {kind!r}")
+    return KINDS[kind].from_json(obj)
 
 
 class Store:
@@ -87,23 +347,29 @@ class Store:
     def path(self, cfg: dict) -> str:
         return os.path.join(self.records_dir, config_id(cfg) + ".jsonl")
 
-    def _read(self, path: str, cfg: dict | None = None) -> list[dict] | None:
+    def _read(self, path: str, cfg: dict | None = None) -> list[Record] | None:
+        """The typed records of one file (each upgraded to the current version), or None where
+        the file is invalid: a line that does not parse or is not a record of its config's kind,
+        records of another config, a seed missing or twice, or a name other than its config's
+        id."""
         try:
             with open(path) as f:
                 recs = [json.loads(line) for line in f if line.strip()]
         except (OSError, ValueError):
             return None
-        if not recs or not all(isinstance(r, dict) and "config" in r for r in recs):
+        if not recs or not all(isinstance(r, dict) and isinstance(r.get("config"), dict) for r in recs):
             return None
         want = recs[0]["config"] if cfg is None else cfg
         if (
-            not _complete(recs)
-            or any(r["config"] != want for r in recs)
-            or sorted(r["seed"] for r in recs) != expected_seeds(want)  # none missing, none twice
+            any(r["config"] != want or kind_of(r) != kind_of(want) for r in recs)
+            or sorted(r.get("seed", -1) for r in recs) != expected_seeds(want)  # none missing, none twice
             or os.path.basename(path) != config_id(want) + ".jsonl"
         ):
             return None
-        return recs
+        try:
+            return [as_record(r) for r in recs]
+        except (InvalidArgument, KeyError, TypeError):
+            return None
 
     def find(self, cfg: dict) -> tuple[str, list[dict]] | None:
         """`(path, records)` of `cfg`'s valid record file (found as by `get`), else None."""
@@ -141,13 +407,17 @@ class Store:
                 clean_stale(folder)
             self._cleaned = True
 
-    def write(self, cfg: dict, recs: list[dict]) -> None:
+    def write(self, cfg: dict, recs: list[Record | dict]) -> None:
+        """Write a unit's records (typed, or JSON objects of any known version, written in the
+        current one) as its file, atomically."""
+        recs = [as_record(r).to_json() for r in recs]
         self._clean()
         atomic_write(self.path(cfg), "".join(json.dumps(r, allow_nan=False) + "\n" for r in recs))
 
-    def records(self, warn: bool = True) -> list[dict]:
-        """Every valid record in the folder (all processes' files merged); an invalid file is
-        skipped with a warning on stderr naming it (unless `warn` is false)."""
+    def records(self, warn: bool = True) -> list[Record]:
+        """Every valid record in the folder (all processes' files merged), typed and in the
+        current version; an invalid file is skipped with a warning on stderr naming it (unless
+        `warn` is false)."""
         out = []
         if not os.path.isdir(self.records_dir):
             return out
@@ -161,6 +431,25 @@ class Store:
                     continue
                 out += recs
         return out
+
+    def rewrite(self) -> int:
+        """Rewrite every valid record file of the folder in the current version, atomically (a
+        file whose config's id changed with its upgrade is written under the new id, then the old
+        one removed); invalid files are left as they are.
+
+        **Returns:** how many files were rewritten."""
+        n = 0
+        names = sorted(os.listdir(self.records_dir)) if os.path.isdir(self.records_dir) else []
+        for name in names:
+            path = os.path.join(self.records_dir, name)
+            recs = self._read(path) if name.endswith(".jsonl") else None
+            if recs is None:
+                continue
+            self.write(recs[0].config, recs)
+            if self.path(recs[0].config) != path:
+                os.remove(path)
+            n += 1
+        return n
 
     def note_command(self, argv: list[str]) -> None:
         """Log a command: `meta.json` (versions, device; written once, rewritten only if
@@ -208,32 +497,13 @@ def finite_or_none(x):
     return float(x) if math.isfinite(x) else None
 
 
-def envelope(cfg: dict, seed: int, **fields) -> dict:
-    """One record: the envelope (`v`, the config's `kind` where it has one, `id`, `config`,
-    `seed`), then its kind's `fields`."""
-    kind = {"kind": cfg["kind"]} if "kind" in cfg else {}
-    return dict(v=RECORD_VERSION, **kind, id=config_id(cfg), config=cfg, seed=seed, **fields)
-
-
-def _plain(x):
-    return x.item() if isinstance(x, np.generic) else x
-
-
-def decide_fields(cfg: DecideConfig) -> dict:
-    """Every field of a `DecideConfig`, as a record stores it."""
-    return {f.name: _plain(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
-
-
-def train_fields(cfg: TrainConfig) -> dict:
-    """Every field of a `TrainConfig`, as a record stores it (`TrainConfig.identity`): the
-    optimizer by its `optax` name (one that `optax` does not name cannot be recorded, so it is
-    refused)."""
-    name = getattr(cfg.optimizer, "__name__", None)
-    if name is None or getattr(optax, name, None) is not cfg.optimizer:
-        raise InvalidArgument(
-            f"adam_config.optimizer must be an optax function (a record names it); got {cfg.optimizer!r}"
-        )
-    return cfg.identity()
+def envelope(cfg: dict, seed: int, **fields) -> Record:
+    """One record of `cfg`'s kind: the envelope (`v`, `kind`, `id`, `config`, `seed`) and its
+    kind's `fields`; `ValueError` where a field is missing, unknown or of the wrong type."""
+    kind = kind_of(cfg)
+    return KINDS[kind].from_json(
+        dict(v=RECORD_VERSION, kind=kind, id=config_id(cfg), config=cfg, seed=seed, **fields)
+    )
 
 
 # The fields of `TrainConfig` beside `steps`, `lr` and `init_scale`: a sweep config holds them
@@ -362,14 +632,15 @@ def point_key(cfg: dict) -> PointKey:
     return PointKey(*(flat.get(k, "") for k in HEAD_FIELDS), rest)
 
 
-def select(records: list[dict], **where) -> list[dict]:
-    """The records whose config, in normal form and flattened (`flat_settings`), has every
-    field of `where` at its value. A setting is named with `__` for the dot
-    (`decide__tol=1e-5`); a float matches within 1e-6 (`kappa` is a ratio of integers); a
-    field a config lacks matches nothing.
+def where(records: list[Mapping], **fields) -> list[Mapping]:
+    """The records whose config, flattened (`flat_settings`), has every field of `fields` at its
+    value; a field a config lacks takes its kind's default (`Record.DEFAULTS`: what the record
+    ran with), else matches nothing. `kind` selects on the record's kind. A setting is named with
+    `__` for the dot (`decide__tol=1e-5`); a float matches within 1e-6 (`kappa` is a ratio of
+    integers).
 
     **Returns:** the selected records, in their order."""
-    want = {k.replace("__", "."): v for k, v in where.items()}
+    want = {k.replace("__", "."): v for k, v in fields.items()}
     missing = object()
 
     def same(x, v):
@@ -379,7 +650,8 @@ def select(records: list[dict], **where) -> list[dict]:
 
     out = []
     for r in records:
-        cfg = flat_settings(r["config"])
+        kind = kind_of(r)
+        cfg = KINDS[kind].DEFAULTS | flat_settings(r["config"]) | {"kind": kind}
         if all(same(cfg.get(k, missing), v) for k, v in want.items()):
             out.append(r)
     return out

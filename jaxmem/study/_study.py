@@ -29,7 +29,7 @@ import equinox as eqx
 
 from .._files import atomic_write
 from .._validate import InvalidArgument
-from ._records import KIND, MARGIN_KIND, normal_records, Store
+from ._records import ENSEMBLE_KIND, KIND, kind_of, MARGIN_KIND, normal_records, Store
 from ._runner import check_jobs, distinct_units, measure, run_units, shard_units
 
 
@@ -117,8 +117,8 @@ def preset_of(study: AbstractStudy, preset: str | None):
 
 def by_kind(records: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
     """A folder's records by kind: threshold (normalised), max-margin, and fixed-`p` sweep."""
-    thr = normal_records([r for r in records if r.get("kind") == KIND])
-    return thr, [r for r in records if r.get("kind") == MARGIN_KIND], [r for r in records if "kind" not in r]
+    of = lambda kind: [r for r in records if kind_of(r) == kind]
+    return normal_records(of(KIND)), of(MARGIN_KIND), of(ENSEMBLE_KIND)
 
 
 _MARKS = "studies"

@@ -22,7 +22,7 @@ from ._analysis import (
     setup,
     threshold_rows,
 )
-from ._records import Store
+from ._records import ENSEMBLE_KIND, KIND, kind_of, Store
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,8 +84,8 @@ def tables_of(records: list[dict], *, theory: bool = True, log=None) -> Tables:
     checked, that the tables are being computed (a first theory call compiles).
 
     **Returns:** `Tables`; `InvalidArgument` where two records of one seed disagree."""
-    recs = [r for r in records if r.get("kind") == "threshold"]
-    sweep = [r for r in records if "kind" not in r]
+    recs = [r for r in records if kind_of(r) == KIND]
+    sweep = [r for r in records if kind_of(r) == ENSEMBLE_KIND]
     check_records(recs)
     if log is not None:
         print(f"computing the tables of {len(recs) + len(sweep)} records", file=log, flush=True)
@@ -118,7 +118,7 @@ def read_tables(folder: str, *, theory: bool = True, log=None) -> Tables:
     if not isinstance(folder, str | os.PathLike) or not os.path.isdir(folder):
         raise InvalidArgument(f"folder: no such folder: {folder!r}")
     records = Store(os.fspath(folder)).records()
-    if not any(r.get("kind") in ("threshold", None) for r in records):
+    if not any(kind_of(r) in (KIND, ENSEMBLE_KIND) for r in records):
         raise InvalidArgument(f"folder: no threshold or sweep records under {os.fspath(folder)!r}")
     return tables_of(records, theory=theory, log=log)
 

@@ -35,9 +35,11 @@ from ..solvers._working_set import working_set_size
 from ._mechanism import normalised_spectrum, run_mechanism_unit, score_table
 from ._records import (
     decide_fields,
+    ENSEMBLE_KIND,
     envelope,
     finite_or_none,
     KIND,
+    kind_of,
     MARGIN_KIND,
     MECHANISM_KIND,
     sweep_settings,
@@ -274,6 +276,10 @@ def run_margin_unit(cfg: dict) -> list[dict]:
     for j, s in enumerate(seeds):
         c = jax.tree.map(lambda x: np.asarray(x[j], np.float64), cons)
         p = int(ps[j])
+        scores = _scores(c, mm.weight[j], p, "max_margin")
+        if hebbian:
+            E, U = c.inputs[:p], c.candidates[:p]
+            scores.update(_scores(c, U.T @ E, p, "hebbian"))
         rec = envelope(
             cfg,
             s,
@@ -286,11 +292,8 @@ def run_margin_unit(cfg: dict) -> list[dict]:
             active=mm.active[j, :p].tolist(),
             singular_values=normalised_spectrum(mm.weight[j], rank or d, F).tolist(),
             seconds=seconds,
+            **scores,
         )
-        rec.update(_scores(c, mm.weight[j], p, "max_margin"))
-        if hebbian:
-            E, U = c.inputs[:p], c.candidates[:p]
-            rec.update(_scores(c, U.T @ E, p, "hebbian"))
         recs.append(rec)
     return recs
 
@@ -373,19 +376,19 @@ def run_records(cfg: dict) -> list[dict]:
     return recs
 
 
-# the unit kinds: a config's `kind` (none for a `jaxmem sweep` ensemble) names its runner
+# the unit kinds: a config's kind (`kind_of`: an ensemble where it names none) names its runner
 UNITS = {
     KIND: lambda cfg, log: run_unit(cfg, log=log),
     MARGIN_KIND: lambda cfg, log: run_margin_unit(cfg),
     MECHANISM_KIND: lambda cfg, log: run_mechanism_unit(cfg),
-    None: lambda cfg, log: run_records(cfg),
+    ENSEMBLE_KIND: lambda cfg, log: run_records(cfg),
 }
 
 
 def run_one(cfg: dict, *, log=None) -> list[dict]:
     """The records of one unit of work, by its kind's runner (`UNITS`); `log` takes a threshold
     search's progress lines."""
-    kind = cfg.get("kind")
+    kind = kind_of(cfg)
     if kind not in UNITS:
         raise InvalidArgument(f"unit kind must be one of {sorted(map(str, UNITS))}; got {kind!r}")
     release_compiled()

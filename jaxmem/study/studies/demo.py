@@ -18,7 +18,7 @@ from ...solvers._decide import DecideConfig
 from .._analysis import threshold_rows, transition_theory
 from .._figures import FIGURES
 from .._panels import panels
-from .._records import config_id, KIND, MARGIN_KIND, select
+from .._records import config_id, KIND, MARGIN_KIND, where
 from .._report import capacity_page
 from .._spec import seed_pairs
 from .._study import AbstractStudy, by_kind, register
@@ -195,7 +195,7 @@ def margin_configs(spec: StudySpec, records: list[dict]) -> list[dict]:
     for problem, model, k in (("op", "full", 1.0), ("dp", "full", 1.0), ("op", "factored", kappa)):
         thr = {
             r["seed"]: r
-            for r in select(
+            for r in where(
                 records, d=d, problem=problem, model=model, kappa=k, solver="certified", embedding="gaussian"
             )
         }

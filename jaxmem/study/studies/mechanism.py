@@ -20,8 +20,9 @@ from ... import theory as th
 from ..._validate import check_int, check_real
 from .._analysis import fmt, threshold_rows
 from .._figures import fig_mechanism
-from .._mechanism import ci_verdict, mean_ci, paired_rows, SCORE_STATS, SPECTRUM_STATS
-from .._records import KIND, MECHANISM_KIND, select
+from .._mechanism import ci_verdict, paired_rows, SCORE_STATS, SPECTRUM_STATS
+from .._records import KIND, MECHANISM_KIND, where
+from .._stats import mean_ci
 from .._study import AbstractStudy, by_kind, register
 from .._units import point_configs
 
@@ -67,7 +68,7 @@ def mechanism_configs(spec: MechanismSpec, records: list[dict]) -> list[dict]:
     the largest `p*`; then the rank-`kappa d` memories."""
     out = []
     for problem in spec.problems:
-        recs = select(
+        recs = where(
             records, d=spec.d, problem=problem, model="full", solver="certified", embedding="gaussian"
         )
         thr = {r["seed"]: r["p_star"] for r in recs if r["config"]["seed0"] == spec.seed0}
@@ -138,19 +139,19 @@ class Mechanism(AbstractStudy):
         return any(r.get("kind") == MECHANISM_KIND for r in records)
 
     def tables(self, records: list[dict]):
-        mech = [r for r in records if r.get("kind") == MECHANISM_KIND]
+        mech = where(records, kind=MECHANISM_KIND)
         if not mech:
             return None
         cfg = mech[0]["config"]
         d, seed0 = cfg["d"], cfg["seed0"]
-        full = sorted((r for r in mech if r["config"]["model"] == "full"), key=lambda r: r["seed"])
-        fac = [r for r in mech if r["config"]["model"] == "factored"]
+        full = sorted(where(mech, model="full"), key=lambda r: r["seed"])
+        fac = where(mech, model="factored")
         problems = [p for p in ("op", "dp") if any(r["config"]["problem"] == p for r in full)]
         loads = sorted({r["load"] for r in full})
         thr = by_kind(records)[0]
         thresholds = {}
         for problem in problems:
-            recs = select(thr, d=d, problem=problem, model="full", solver="certified", embedding="gaussian")
+            recs = where(thr, d=d, problem=problem, model="full", solver="certified", embedding="gaussian")
             recs = sorted((r for r in recs if r["config"]["seed0"] == seed0), key=lambda r: r["seed"])
             (row,) = threshold_rows(recs, theory=False)
             thresholds[problem] = dict(

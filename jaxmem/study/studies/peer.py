@@ -11,7 +11,6 @@ its own nested tasks)."""
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import equinox as eqx
@@ -21,6 +20,7 @@ from ..._train import TrainConfig
 from ..._validate import check_int, check_real
 from .._analysis import fmt, threshold_rows
 from .._figures import fig_peer_study
+from .._stats import judge, Verdict
 from .._study import AbstractStudy, by_kind, register
 from .._units import point_configs
 
@@ -141,11 +141,11 @@ class Peer(AbstractStudy):
         cert = {d: cells.get(("certified, all stored", d)) for d in ds}
         below = []
         for d, r in cert.items():
-            if r is None or r["ci_low"] is None or not math.isfinite(r["ci_low"]):
+            v = judge(None, None) if r is None else judge(r["ci_low"], r["ci_high"], 1 / 1.3)
+            if v is Verdict.NO_CI:
                 below.append(f"d={d} undecided (no CI)")
             else:
-                alpha = 1 / 1.3
-                below.append(f"d={d} {'yes' if alpha < r['ci_low'] else 'no'}")
+                below.append(f"d={d} {'yes' if v is Verdict.ABOVE else 'no'}")
         L += [
             "",
             "Is the guide line (the load `1/1.3 = 0.77`) below the certified all-stored CI? "
