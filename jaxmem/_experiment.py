@@ -14,8 +14,9 @@ import numpy as np
 from ._metrics import ensemble_metrics
 from ._models import hebbian, MODELS, resolve_kappa
 from ._tasks import alpha_of, EMBEDDINGS, make_tasks, MATERIALISE_LIMIT, p_from_alpha, PROBLEMS
-from ._train import NO_TRAINING, outcomes, padded_size, train, train_bytes, TrainConfig
+from ._train import NO_TRAINING, outcomes, padded_size, train, train_bytes
 from ._validate import check_choice, check_int, check_memory, InvalidArgument
+from .solvers._adam import TrainConfig
 
 
 def resolve_p(d: int, p: int | None, alpha: float | None) -> int:

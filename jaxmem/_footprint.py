@@ -13,8 +13,8 @@ import jax.numpy as jnp
 
 from ._models import FullRank
 from ._tasks import make_task, PROBLEMS
-from ._train import AdamProtocol, TrainConfig, TrainInstance
 from ._validate import check_choice, check_int, InvalidArgument
+from .solvers._adam import AdamProtocol, TrainConfig, TrainInstance
 from .solvers._constraints import StreamedConstraints
 from .solvers._decide import DecideConfig, Decider, DecisionInstance
 

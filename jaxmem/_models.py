@@ -10,6 +10,7 @@ from typing import ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ._precision import einsum
@@ -127,13 +128,24 @@ def memory_class(model) -> type[AbstractMemory]:
     raise InvalidArgument(f"model must be an AbstractMemory subclass or one of {names}; got {model!r}")
 
 
+def hebbian_weight(inputs, targets):
+    """The Hebbian matrix `W_H = sum_mu u_mu e_mu^T = U^T E` of the given rows: numpy arrays in
+    their own dtype (float64 for the float64 analyses), jax arrays at `Precision.HIGHEST`.
+
+    **Arguments:** `inputs` `E` and `targets` `U`, `(..., p, d)` each.
+
+    **Returns:** `(..., d, d)`."""
+    if isinstance(inputs, np.ndarray) and isinstance(targets, np.ndarray):
+        return np.swapaxes(targets, -1, -2) @ inputs
+    return jnp.einsum("...pi,...pj->...ij", targets, inputs, precision=lax.Precision.HIGHEST)
+
+
 def hebbian(task: Task) -> FullRank:
-    """The Hebbian memory `W_H = sum_mu u_mu e_mu^T` (closed form, no training). Works on a
-    single task or a batch (leading ensemble axis).
+    """The Hebbian memory `W_H = sum_mu u_mu e_mu^T` of a task (closed form, no training). Works
+    on a single task or a batch (leading ensemble axis).
 
     **Arguments:** `task`: one task, or a batch with a leading ensemble axis.
 
     **Returns:** the `FullRank` memory `W = sum_mu u_mu e_mu^T`.
     """
-    W = jnp.einsum("...pi,...pj->...ij", task.targets, task.inputs, precision=lax.Precision.HIGHEST)
-    return FullRank(W)
+    return FullRank(hebbian_weight(task.inputs, task.targets))

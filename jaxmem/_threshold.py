@@ -9,14 +9,13 @@ confidence interval of a median.
 
 A search finds `p*` for every seed of an ensemble at once: each round proposes one `p` per
 seed (bracketing from the theory's guess by steps of `step`, then bisection) and decides the
-whole ensemble in one vmapped run, padded to a common size and masked.
+whole ensemble in one vmapped run, padded to a common size and masked. The plan of a search is
+`_plan.py`'s, the median and its interval `_medians.py`'s.
 """
 
 from __future__ import annotations
 
 import abc
-import functools
-import math
 import time
 
 import equinox as eqx
@@ -26,86 +25,15 @@ import numpy as np
 from jax import lax
 
 from ._models import Factored, FullRank
-from ._tasks import alpha_of, p_from_alpha, Task
-from ._train import AdamProtocol, TrainConfig, TrainInstance
-from ._validate import check_int, check_real, check_shape, InvalidArgument
+from ._plan import propose, SearchPlan
+from ._tasks import Task
+from ._validate import InvalidArgument
+from .solvers._adam import AdamProtocol, TrainConfig, TrainInstance
 from .solvers._constraints import batch_constraints
-from .solvers._decide import (
-    DecideConfig,
-    STORABLE,
-    UNDECIDED,
-    UNSTORABLE,
-    verify,
-)
+from .solvers._decide import DecideConfig, verify
 from .solvers._decider import decider_for
 from .solvers._runner import bucket, BUCKET_BASE, gather, init_states, run_ensemble, scatter, worth_compacting
-
-
-class SearchPlan(eqx.Module):
-    """How a threshold search proposes `p`.
-
-    **Arguments:**
-
-    - `p0`: the first `p` tried for every seed (the theory's guess of the capacity).
-    - `p_max`: the largest `p` one search tries (its tasks are generated with `p_max`
-      associations). A capacity measurement searches a seed none of whose `p` failed once more
-      with `EXTEND` times this `p_max` (`jaxmem.study`), so a record's threshold can exceed it.
-    - `step`: the bracketing factor (`p0 * step**k` until the threshold is bracketed).
-    - `pad`: the common size of a round is the largest `p` rounded up to a multiple of `pad`
-      (bounds the number of compilations).
-    - `resolution`: a seed's search stops once `hi - lo <= resolution` (its largest certified
-      storable `p` and smallest certified unstorable one); 1 finds every threshold exactly.
-    """
-
-    p0: int
-    p_max: int
-    step: float = 1.04
-    pad: int = 32
-    resolution: int = 1
-
-    def __check_init__(self):
-        check_int("p0", self.p0, 2)
-        check_int("p_max", self.p_max, self.p0)
-        check_real("step", self.step, low=1.0, low_open=True, high=2.0)
-        check_int("pad", self.pad, 1)
-        check_int("resolution", self.resolution, 1)
-
-    def fields(self) -> dict:
-        """The plan as a record's config stores it (`resolution` only where it is not 1, so an
-        exact search keeps the identity it had before the field existed)."""
-        out = dict(p0=self.p0, p_max=self.p_max, step=self.step, pad=self.pad)
-        return out if self.resolution == 1 else dict(out, resolution=self.resolution)
-
-
-def _first_p(d: int) -> int:
-    return max(2, round(d * d / max(math.log(d * d), 1.0)))
-
-
-@functools.lru_cache(maxsize=256)
-def guess_p(d: int, kappa: float = 1.0) -> int:
-    """The `p` at which the load equals the theory's `alpha_c(p, kappa)` (a fixed point; cached:
-    a study asks it for every point at the same `d`, and each costs a second of sampling)."""
-    from . import theory as th
-
-    p = _first_p(d)
-    for _ in range(4):
-        p = p_from_alpha(d, float(th.alpha_c(float(p), kappa=float(kappa), se_target=0.005)))
-    return p
-
-
-# A default search resolves each threshold until its certified bracket spans at most this much
-# load, `alpha(hi) - alpha(lo) <= RESOLUTION`: exact where one step of `p` is wider than half of it
-# (d <= 128), 4 steps at d = 192, 6 at 256. The last bisection steps are a search's costliest
-# decisions (near-ties) and move a 64-seed median's CI by far less than the spread of the seeds.
-RESOLUTION = 1e-3
-
-
-def default_plan(d: int, kappa: float = 1.0) -> SearchPlan:
-    """The theory's guess `p0` (`guess_p`), `p_max = 1.6 p0`, and the resolution of
-    `RESOLUTION` in load at `p0` (a step of `p` there is `(ln p0 + 1) / d^2`)."""
-    p0 = guess_p(d, kappa)
-    steps = max(1, math.floor(RESOLUTION * d * d / (math.log(p0) + 1)))
-    return SearchPlan(p0=p0, p_max=max(p0 + 4, math.ceil(1.6 * p0)), resolution=steps)
+from .solvers._status import STORABLE, UNDECIDED, UNSTORABLE
 
 
 class Thresholds(eqx.Module):
@@ -136,17 +64,6 @@ class Thresholds(eqx.Module):
     @property
     def exact(self) -> np.ndarray:
         return (self.hi == self.lo + 1) & ~self.undecided & ~self.censored
-
-
-def _propose(lo, hi, plan: SearchPlan):
-    unknown_hi = hi > plan.p_max
-    p = np.where(
-        lo <= 1,
-        np.where(unknown_hi, plan.p0, np.maximum(2, np.floor(hi / plan.step))),
-        np.where(unknown_hi, np.minimum(plan.p_max, np.ceil(lo * plan.step)), (lo + hi) // 2),
-    )
-    p = np.clip(p, lo + 1, np.minimum(hi - 1, plan.p_max)).astype(np.int64)
-    return p
 
 
 @eqx.filter_jit
@@ -236,7 +153,7 @@ class Brackets:
         return seeds[keep]
 
     def propose(self, seeds):
-        return _propose(self.lo[seeds], self.hi[seeds], self.plan)
+        return propose(self.lo[seeds], self.hi[seeds], self.plan)
 
     def record(self, seeds, ps, status, margin, bound, iters):
         for j, i in enumerate(seeds):
@@ -500,62 +417,3 @@ def search_thresholds(
         search.lo = np.asarray(start, np.int64).copy()
     method.run(tasks, search, rank=rank, decide_config=decide_config, adam_config=adam_config, log=log, t0=t0)
     return search.result(t0, scan=method.scan)
-
-
-# ---------------------------------------------------------------- the estimate
-
-
-def median_ci(n: int, level: float = 0.95) -> tuple[int, int]:
-    """1-based ranks `(j, k)` such that `[x_(j), x_(k)]` covers the median of any continuous law
-    with probability at least `level` (binomial order statistics, symmetric).
-
-    **Arguments:** `n`: the number of seeds; `level`: the coverage.
-
-    **Returns:** `(j, k)`, 1-based, `k = n + 1 - j`; `(0, n + 1)` (an unbounded interval) when
-    `n` is too small for `level`.
-    """
-    from math import comb
-
-    check_int("n", n, 1)
-    cdf = np.cumsum([comb(n, i) for i in range(n + 1)]) / 2.0**n  # P(Bin(n, 1/2) <= i)
-    # coverage of [x_(j), x_(n+1-j)] is 1 - 2 P(Bin <= j - 1)
-    j = 0
-    for cand in range(1, n // 2 + 1):
-        if 1 - 2 * cdf[cand - 1] >= level:
-            j = cand
-    if j == 0:
-        return 0, n + 1  # too few seeds: the interval is unbounded
-    return j, n + 1 - j
-
-
-def median_capacity(lo, hi, d: int, level: float = 0.95, censored=None) -> dict:
-    """`p_c` (median threshold), `alpha_c`, and the order-statistic CI in `p` and `alpha`.
-
-    A seed whose threshold is only bracketed (`[lo, hi - 1]`) enters the lower end of the CI with
-    `lo` and the upper end with `hi - 1`, so the interval stays conservative; the point estimate
-    uses `lo` (a lower bound where inexact). A `censored` seed (no `p` failed: its threshold is
-    only known to be at least `lo`) enters the upper end as `+inf`, so an upper end that reaches
-    it is open (`inf`).
-    """
-    check_shape("lo", lo, (None,), "one per seed")
-    check_shape("hi", hi, np.shape(lo), "as lo")
-    lo, hi = np.asarray(lo), np.asarray(hi)
-    n = lo.size
-    top = np.asarray(hi - 1, float)
-    if censored is not None:
-        top[np.asarray(censored, bool)] = math.inf
-    lower, upper = np.sort(lo), np.sort(top)
-    p_c = float(np.median(lo))
-    j, k = median_ci(n, level)
-    p_lo = float(lower[j - 1]) if j >= 1 else math.nan
-    p_hi = float(upper[k - 1]) if k <= n else math.nan
-    a = lambda p: math.inf if p == math.inf else alpha_of(d, p) if math.isfinite(p) and p >= 2 else math.nan
-    return dict(
-        p_c=p_c,
-        alpha_c=a(p_c),
-        p_ci_low=p_lo,
-        p_ci_high=p_hi,
-        ci_low=a(p_lo),
-        ci_high=a(p_hi),
-        ci_ranks=[j, k],
-    )

@@ -160,8 +160,8 @@ def test_the_default_plan_resolves_the_load_to_a_thousandth():
     """Exact thresholds up to d = 128 (one step of `p` there is more than half of 1e-3 in
     `alpha`); above, the largest bracket whose loads differ by at most 1e-3. A plan's record
     names `resolution` only where it is not 1."""
+    from jaxmem._plan import default_plan, RESOLUTION
     from jaxmem._tasks import alpha_of
-    from jaxmem._threshold import default_plan, RESOLUTION
 
     for d in (16, 48, 128):
         assert default_plan(d).resolution == 1 and "resolution" not in default_plan(d).fields()
@@ -488,7 +488,8 @@ def test_margins_float32_cannot_resolve_end_the_run_and_continue_in_float64(monk
 
 
 def test_continue_in_float64_keeps_a_certificate_only_when_its_recheck_agrees():
-    from jaxmem.solvers._decide import continue_in_float64, STORABLE, UNDECIDED, UNSTORABLE
+    from jaxmem.solvers._certificate import continue_in_float64
+    from jaxmem.solvers._status import STORABLE, UNDECIDED, UNSTORABLE
 
     status = np.array([STORABLE, UNSTORABLE, STORABLE])
     margin, bound, iterations = np.zeros(3), np.ones(3), np.array([5, 5, 5])
@@ -505,6 +506,38 @@ def test_continue_in_float64_keeps_a_certificate_only_when_its_recheck_agrees():
     assert out.tolist() == [STORABLE, UNSTORABLE, UNDECIDED]
     assert iterations.tolist() == [12, 5, 14] and margin.tolist() == [0.3, 0.0, 0.4]
     assert W.dtype == np.float64 and W[0].sum() == 4 and W[1].sum() == 0
+
+
+def test_settle_is_the_one_finish_of_every_decider():
+    """`settle`: a certificate its float64 recheck refutes is continued in float64 where it can
+    be (else undecided); an instance float32 could not resolve is continued too (else it keeps
+    its float64 certificate); agreeing certificates and undecided ones are left as they are."""
+    from jaxmem.solvers._certificate import certified_status, settle
+    from jaxmem.solvers._status import STORABLE, UNDECIDED, UNSTORABLE
+
+    margin, bound = np.array([0.1, -0.1, -0.1, -0.1, 0.2]), np.array([1.0, 1e-9, 0.5, 0.5, 1.0])
+    status = certified_status(margin, bound, 1e-6)
+    assert status.tolist() == [STORABLE, UNSTORABLE, UNDECIDED, UNDECIDED, STORABLE]
+    solver = np.array([STORABLE, UNSTORABLE, STORABLE, UNDECIDED, UNDECIDED])  # #2 refuted
+    unresolved = np.array([False, False, False, False, True])
+    W, it = np.zeros((5, 2, 2), np.float32), np.zeros(5, np.int64)
+
+    def never(idx):
+        raise AssertionError("no float64 run where it cannot rerun")
+
+    args = (status, margin.copy(), bound.copy(), it, W, solver)
+    out, _ = settle(*args, rerun=never, can_rerun=False, unresolved=unresolved)
+    assert out.tolist() == [STORABLE, UNSTORABLE, UNDECIDED, UNDECIDED, STORABLE]
+    seen = []
+
+    def rerun(idx):
+        seen.append(idx.tolist())
+        checked = (np.array([UNSTORABLE, STORABLE]), np.array([-0.1, 0.3]), np.array([1e-9, 1.0]))
+        return np.array([UNSTORABLE, STORABLE]), np.array([4, 4]), np.ones((2, 2, 2)), checked
+
+    out, W64 = settle(*args, rerun=rerun, can_rerun=True, unresolved=unresolved)
+    assert seen == [[2, 4]] and out.tolist() == [STORABLE, UNSTORABLE, UNSTORABLE, UNDECIDED, STORABLE]
+    assert W64.dtype == np.float64 and W64[2].sum() == 4 and W64[0].sum() == 0
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -17,7 +17,7 @@ PKG = ROOT / "jaxmem"
 LAYERS = [
     {"_names", "_cache", "_validate", "_files", "_provenance", "_precision", "_parallel"},
     {"theory"},
-    {"_tasks", "_models", "_loss", "_metrics", "solvers", "_criteria"},
+    {"_tasks", "_models", "_loss", "_metrics", "solvers", "_criteria", "_plan", "_medians"},
     {"_train", "_threshold", "_experiment", "_footprint"},
     {"study"},
     {"cli"},

@@ -142,7 +142,7 @@ def test_a_record_that_is_not_its_type_is_refused(tmp_path, capsys, change, word
 
 def test_records_are_frozen_and_read_as_mappings():
     r = as_record(_threshold_v1())
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match="cannot assign to field .p_star."):
         r.p_star = 3
     assert dict(r) == r.to_json() and r.get("hebbian_target") is None and "p_star" in r
     assert list(r)[:5] == ["v", "kind", "id", "config", "seed"]
@@ -167,3 +167,20 @@ def test_where_selects_with_the_defaults_its_kind_ran_with():
     assert where(recs, kappa=1.0 + 1e-9) == recs and where(recs, kappa=0.5) == []
     assert where(recs, lr=0.05) == [], "a field that neither has nor defaults matches nothing"
     assert where(recs, steps=ens.DEFAULTS["steps"]) == [ens]
+
+
+def test_rows_are_typed_and_read_as_mappings():
+    """The capacity rows of a folder are `ThresholdRow`s (frozen, typed), with `kind` set in a
+    folder's tables and absent in `threshold_rows`; their bootstrap samples are never a field."""
+    import dataclasses
+
+    from jaxmem.study import read_tables, threshold_rows, ThresholdRow
+
+    tables = read_tables(os.path.join(ROOT, "docs", "rank"), theory=False)
+    row = tables.rows[0]
+    assert type(row) is ThresholdRow and row["kind"] == "threshold" == row.kind
+    assert "boot" not in row and "theory_verdict" not in row, "no theory asked: no verdict field"
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field .p_c."):
+        row.p_c = 1.0
+    bare = threshold_rows(Store(os.path.join(ROOT, "docs", "rank")).records(), theory=False)[0]
+    assert "kind" not in bare and dict(bare) == {k: v for k, v in row.items() if k != "kind"}

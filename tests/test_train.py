@@ -183,7 +183,7 @@ def test_a_criterion_that_is_not_top1_is_judged_from_its_own_scores(monkeypatch)
     """The criterion seam: a criterion with its own per-association test reaches the trainer's
     early stop, its results and the float64 judgement (against numpy in float64), and it
     differs from all-stored where it should (a weaker test stops earlier)."""
-    import jaxmem._train as train_mod
+    import jaxmem.solvers._adam as adam_mod
 
     crit = _TailAverage()
     tasks = jm.make_tasks(jax.random.key(3), n=4, d=8, p=16)
@@ -196,7 +196,7 @@ def test_a_criterion_that_is_not_top1_is_judged_from_its_own_scores(monkeypatch)
 
     # the trainer's step is traced with its criterion: no program may outlive the patch
     jax.clear_caches()
-    monkeypatch.setattr(train_mod, "criterion_of", lambda accuracy: crit)
+    monkeypatch.setattr(adam_mod, "criterion_of", lambda accuracy: crit)
     run = jm.train("full", tasks, jm.TrainConfig(steps=1000))
     Wt = np.asarray(run.model.W, np.float64)
     met = np.array([_tail_reference(Wt[i], E[i], U[i], 16, 3) for i in range(4)])

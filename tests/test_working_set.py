@@ -2,6 +2,9 @@
 re-derived in float64 numpy from the working set, the same thresholds as the dense decider, and
 its settings recorded and run as recorded."""
 
+import json
+import os
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -19,12 +22,12 @@ from jaxmem.solvers import (
     init_states,
     run_ensemble,
 )
+from jaxmem.solvers._status import STORABLE
 from jaxmem.solvers._working_set import (
     cast64,
     conclude_working_set,
     drop_candidates,
     hold_candidates,
-    STORABLE,
     verify_working_set,
     working_set_instances,
 )
@@ -156,10 +159,12 @@ def test_a_folder_written_before_warm_start_resumes_without_running_again(tmp_pa
     plan = SearchPlan(p0=20, p_max=40)
     unit = point_configs(d=8, problem="op", seeds=2, group=2, plan=plan)[0]
     old = dict(unit, decide={k: v for k, v in unit["decide"].items() if k != "warm_start"})
-    recs = [dict(r, config=old, id=config_id(old)) for r in run_unit(unit)]
+    recs = run_unit(unit)
     store = Store(str(tmp_path))
-    store.write(old, recs)
-    assert store.get(unit) == recs, "the cold unit is found under its older form"
+    os.makedirs(store.records_dir)
+    with open(store.path(old), "w") as f:  # as a version-1 writer wrote it
+        f.writelines(json.dumps(dict(r.to_json(), v=1, config=old, id=config_id(old))) + "\n" for r in recs)
+    assert store.get(unit) == recs, "the cold unit is found under its older form, read as today's"
     warm = dict(unit, decide=dict(unit["decide"], warm_start=True))
     assert store.get(warm) is None, "a warm unit is another measurement"
 

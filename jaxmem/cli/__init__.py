@@ -101,10 +101,16 @@ def _commands(sub):
 
 
 def _use_cache(a) -> None:
-    """The persistent compilation cache, unless `--no-cache` or `JAXMEM_NO_CACHE` says not to."""
-    from .._cache import enable_compilation_cache
+    """The persistent compilation cache, unless `--no-cache` or `JAXMEM_NO_CACHE` says not to.
 
+    On CPUs for which XLA records LLVM tuning flags among a program's machine features
+    (`+prefer-no-gather`), every program read back from the cache logs an error-level line
+    although it loads and runs (jax-ml/jax#38445): XLA's log lines below fatal are hidden then,
+    unless `TF_CPP_MIN_LOG_LEVEL` is set (read when jax is first imported)."""
     if not getattr(a, "no_cache", False) and os.environ.get("JAXMEM_NO_CACHE", "") in ("", "0"):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        from .._cache import enable_compilation_cache
+
         enable_compilation_cache()
 
 

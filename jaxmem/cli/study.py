@@ -140,7 +140,7 @@ def _cmd_sweep(a):
 
 
 def _measurement_points(a) -> list[dict]:
-    from .._train import TrainConfig
+    from ..solvers._adam import TrainConfig
     from ..solvers._decide import DecideConfig
     from ..study import distinct_units, point_configs
 

@@ -70,7 +70,7 @@ def run_info() -> dict:
 
 def _cmd_train(a):
     from .._experiment import run_experiment
-    from .._train import TrainConfig
+    from ..solvers._adam import TrainConfig
 
     if a.p is None and a.alpha is None:
         raise ArgumentError("argument --p: give --p or --alpha")

@@ -11,7 +11,6 @@ from ._decide import (
     DECIDERS,
     Decision,
     MAX_TOL,
-    STATUS,
     stored_fraction,
     to64,
     verify,
@@ -27,13 +26,13 @@ from ._decider import (
 )
 from ._lbfgs import line_search, Linear
 from ._margin import (
-    MARGIN_STATUS,
     max_margin,
     max_margin_constraints,
     MaxMargin,
     MaxMarginConfig,
 )
 from ._runner import AbstractEnsembleSolver, bucket, init_states, run_ensemble
+from ._status import MARGIN_STATUS, STATUS, Status
 from ._working_set import (
     conclude_working_set,
     HOLD_BYTES,

@@ -39,6 +39,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from .._names import MAX_TOL
 from .._validate import check_int, check_real, InvalidArgument
+from ._certificate import certified_status, settle
 from ._constraints import compaction, Constraints, StreamedConstraints
 from ._lbfgs import (
     Bilinear,
@@ -48,14 +49,12 @@ from ._lbfgs import (
     residual,
 )
 from ._runner import AbstractEnsembleSolver, run_ensemble
+from ._status import RUNNING, STATUS, STORABLE, UNDECIDED, UNSTORABLE
 
 
-STORABLE, UNSTORABLE, UNDECIDED = 0, 1, 2
-STATUS = ("storable", "unstorable", "undecided")
 # name -> decider class (`AbstractDecider`), filled by `_decider.register_decider`; with "auto"
 # these are the values of `DecideConfig.decider`
 DECIDERS: dict = {}
-RUNNING = -1
 
 
 class DecideConfig(eqx.Module):
@@ -129,8 +128,9 @@ class DecideConfig(eqx.Module):
 class Decision(eqx.Module):
     """Per-instance outcome of `decide` (numpy arrays, host side).
 
-    - `status`: 0 storable, 1 unstorable, 2 undecided within the budget (never counted as either).
-    - `storable`: `status == 0`.
+    - `status`: a `Status` (0 storable, 1 unstorable, 2 undecided within the budget: never
+      counted as either).
+    - `storable`: `status == Status.STORABLE`.
     - `margin`: normalised min margin `min_i <W, A_i> / (|W|_F a)` of the memory found, in float64:
       a certified lower bound on the best one `gamma*`.
     - `margin_bound`: `|sum_i lambda_i A_i|_F / a` for the final multipliers, in float64: a
@@ -353,8 +353,7 @@ def verify(cons: Constraints, W, tol: float):
     with jax.enable_x64(True):
         margin, bound = _verify_batch(cons, W)
         margin, bound = np.asarray(margin), np.asarray(bound)
-    status = np.where(margin > 0, STORABLE, np.where(bound < tol, UNSTORABLE, UNDECIDED))
-    return status, margin.copy(), bound.copy()
+    return certified_status(margin, bound, tol), margin.copy(), bound.copy()
 
 
 def decide_constraints(
@@ -407,24 +406,21 @@ def conclude(solver: Decider, inst: DecisionInstance, st: _State) -> Decision:
     status, margin, bound = verify(cons, W, config.tol)
     iterations = np.array(st.total)
     solver_status = np.asarray(st.status)
-    refuted = ((solver_status == STORABLE) | (solver_status == UNSTORABLE)) & (status != solver_status)
-    if refuted.any() and not factored and dtype != jnp.float64:
 
-        def rerun(idx):
-            sub = jax.tree.map(lambda x: to64(x[idx]), cons)
-            st64, _ = run_ensemble(
-                solver,
-                DecisionInstance(sub, to64(W[idx]), ranks[idx]),
-                chunk=config.chunk,
-                early=True,
-                **compaction(sub),
-            )
-            W64 = np.asarray(solver.weight(st64))
-            return np.asarray(st64.status), np.asarray(st64.total), W64, verify(sub, W64, config.tol)
+    def rerun(idx):
+        sub = jax.tree.map(lambda x: to64(x[idx]), cons)
+        st64, _ = run_ensemble(
+            solver,
+            DecisionInstance(sub, to64(W[idx]), ranks[idx]),
+            chunk=config.chunk,
+            early=True,
+            **compaction(sub),
+        )
+        W64 = np.asarray(solver.weight(st64))
+        return np.asarray(st64.status), np.asarray(st64.total), W64, verify(sub, W64, config.tol)
 
-        status, W = continue_in_float64(refuted, status, margin, bound, iterations, W, rerun)
-    else:
-        status = np.where(refuted, UNDECIDED, status)
+    can_rerun = not factored and dtype != jnp.float64
+    status, W = settle(status, margin, bound, iterations, W, solver_status, rerun=rerun, can_rerun=can_rerun)
     if factored:
         # a rank-m memory is certified by itself; unstorable only through the full-rank certificate
         status = np.where(
@@ -435,26 +431,6 @@ def conclude(solver: Decider, inst: DecisionInstance, st: _State) -> Decision:
             ),
         )
     return decision(status, margin, bound, iterations, W, config.tol)
-
-
-def continue_in_float64(refuted, status, margin, bound, iterations, W, rerun):
-    """Near-ties: instances whose float32 certificate failed its float64 recheck (`refuted`)
-    continue in float64 from their `W`. `rerun(idx)`, called with x64 on, returns the float64
-    run's `(status, iterations, W, verify's (status, margin, bound))`; a certificate that fails
-    its recheck again leaves the instance undecided. `margin`, `bound` and `iterations` are
-    updated in place.
-
-    **Returns:** `(status, W)`, `W` in float64."""
-    idx = np.flatnonzero(refuted)
-    with jax.enable_x64(True):
-        s64, it64, W64, (st_, m_, b_) = rerun(idx)
-    iterations[idx] += it64
-    status = status.copy()
-    status[idx] = np.where(((s64 == STORABLE) | (s64 == UNSTORABLE)) & (st_ != s64), UNDECIDED, st_)
-    margin[idx], bound[idx] = m_, b_
-    W = W.astype(np.float64)
-    W[idx] = W64
-    return status, W
 
 
 def decision(status, margin, bound, iterations, W, tol: float) -> Decision:

@@ -48,10 +48,11 @@ from .._models import resolve_kappa
 from .._validate import check_int, check_memory, check_real, InvalidArgument
 from ._constraints import batch_constraints, Constraints, HIGHEST, task_prefixes
 from ._decide import decide_constraints, MAX_TOL, to64
+from ._status import STORABLE, UNDECIDED, UNSTORABLE
 
 
-MARGIN_STATUS = ("converged", "unstorable", "unconverged")
-CONVERGED, UNSTORABLE, UNCONVERGED = 0, 1, 2
+# converged: the margin is certified within the gap of the best one
+CONVERGED, UNCONVERGED = STORABLE, UNDECIDED
 
 
 class MaxMarginConfig(eqx.Module):

@@ -34,10 +34,10 @@ hold the busiest input's constraints below margin 1, which grow with `p`: `worki
 Each outer pass counts,
 per input, the constraints of margin below 1; an input with more than `k` of them means `L_J`
 misses part of the loss. That slows convergence but never a certificate. When it lasts
-`_PATIENCE` passes, the instance stops (`_GROW`) and `conclude_working_set` continues it from its
+`_PATIENCE` passes, the instance stops (reason `_GROW`) and `conclude_working_set` continues it from its
 `W` with `k` doubled, up to `p`. Where `|W|` grows so large that float32 no longer resolves the
 margins, the outer pass and the working set can disagree on a margin's sign; the instance then
-stops (`_RESOLUTION`) and continues in float64.
+stops (reason `_RESOLUTION`) and continues in float64.
 """
 
 from __future__ import annotations
@@ -53,30 +53,25 @@ from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
 from .._validate import check_int
+from ._certificate import certified_status, settle
 from ._constraints import compaction, HIGHEST, StreamedConstraints
-from ._decide import (
-    continue_in_float64,
-    DecideConfig,
-    Decision,
-    decision,
-    RUNNING,
-    STORABLE,
-    to64,
-    UNDECIDED,
-    UNSTORABLE,
-)
+from ._decide import DecideConfig, Decision, decision, to64
 from ._lbfgs import LBFGS, Linear, margin_bound, tmatmul
 from ._runner import AbstractEnsembleSolver, run_ensemble
+from ._status import RUNNING, STORABLE, UNDECIDED, UNSTORABLE
 
 
-# An instance stops to have its working set doubled (status _GROW) once an input has had more
+# Why an instance stopped early for the working set's own reasons (`_WSState.reason`; its status
+# is then undecided until `conclude_working_set` acts on the reason).
+#
+# An instance stops to have its working set doubled (reason _GROW) once an input has had more
 # active constraints than k at _PATIENCE consecutive outer passes, after the first _START inner
 # iterations (from W = 0 every margin starts below 1, so early passes always overflow).
 _GROW = 3
 _PATIENCE = 5
 _START = 50
 
-# An instance stops (status _RESOLUTION) where the working set's margins are all positive but
+# An instance stops (reason _RESOLUTION) where the working set's margins are all positive but
 # the outer pass at the same `W` found one that is not: two evaluations of the same margins
 # disagree in sign, so the scores are so large that float32 no longer resolves the margins
 # (scores 1/16 apart at d = 192, p = 3679). Without it the next step would take no inner
@@ -112,7 +107,8 @@ class _WSState(eqx.Module):
     J: Int[Array, "P k"]  # the working set: competitors of each input
     C: Float[Array, "P k d"]  # their candidates c^(mu)_J
     valid: Bool[Array, "P k"]  # real constraints of J (rows and columns < p, not the target)
-    status: Int[Array, ""]
+    status: Int[Array, ""]  # a `Status`, or RUNNING
+    reason: Int[Array, ""]  # why it stopped undecided before its budget: 0 (none), _GROW, _RESOLUTION
     over: Int[Array, ""]  # consecutive outer passes at which an input had more than k active
     total: Int[Array, ""]  # inner iterations (at least one charged per step)
     a: Float[Array, ""]
@@ -320,7 +316,7 @@ class WorkingSetDecider(AbstractEnsembleSolver):
         opt = op.init(op.warm(W0) if self.warm else W0, self.config.memory)
         zero = jnp.array(0, jnp.int32)
         status = jnp.where(~cold & (mmin > 0), STORABLE, RUNNING).astype(jnp.int32)
-        return _WSState(opt, J, C, valid, status, zero, zero, cons.rms_norm())
+        return _WSState(opt, J, C, valid, status, zero, zero, zero, cons.rms_norm())
 
     def step(self, inst: _WSInstance, st: _WSState) -> _WSState:
         cfg = self.config
@@ -349,11 +345,14 @@ class WorkingSetDecider(AbstractEnsembleSolver):
         opt = jax.tree.map(keep, opt, new)
         over = jnp.where(jnp.max(act) > self.k, st.over + 1, 0)
         grow = (over >= _PATIENCE) & (total >= _START) & (self.k < cons.task.p - 1)
-        running = jnp.where(grow, _GROW, jnp.where(unresolved, _RESOLUTION, RUNNING))
+        concluded = unstorable | (mmin > 0) | (total >= cfg.max_iter)
+        reason = jnp.where(concluded, 0, jnp.where(grow, _GROW, jnp.where(unresolved, _RESOLUTION, 0)))
         status = jnp.where(
             unstorable,
             UNSTORABLE,
-            jnp.where(mmin > 0, STORABLE, jnp.where(total >= cfg.max_iter, UNDECIDED, running)),
+            jnp.where(
+                mmin > 0, STORABLE, jnp.where((total >= cfg.max_iter) | (reason > 0), UNDECIDED, RUNNING)
+            ),
         )
         return _WSState(
             opt,
@@ -361,6 +360,7 @@ class WorkingSetDecider(AbstractEnsembleSolver):
             keep(st.C, C),
             keep(st.valid, valid),
             status.astype(jnp.int32),
+            reason.astype(jnp.int32),
             over,
             total,
             st.a,
@@ -411,8 +411,7 @@ def verify_working_set(inst: _WSInstance, st: _WSState, tol: float):
     with jax.enable_x64(True):
         margin, bound = _certify_batch64(inst.cons, st.C, st.valid, st.opt.X)
         margin, bound = np.asarray(margin).copy(), np.asarray(bound).copy()
-    status = np.where(margin > 0, STORABLE, np.where(bound < tol, UNSTORABLE, UNDECIDED))
-    return status, margin, bound
+    return certified_status(margin, bound, tol), margin, bound
 
 
 def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSState) -> Decision:
@@ -424,8 +423,8 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
     status, margin, bound = verify_working_set(inst, st, config.tol)
     iterations = np.array(st.total)
     W = np.asarray(st.opt.X)
-    solver_status = np.asarray(st.status)
-    grow = np.flatnonzero(solver_status == _GROW)
+    solver_status, reason = np.asarray(st.status), np.array(st.reason)
+    grow = np.flatnonzero(reason == _GROW)
     if grow.size:
         # an input kept more active constraints than k: continue from W with k doubled
         k = min(2 * solver.k, int(inst.cons.task.p))
@@ -439,21 +438,26 @@ def conclude_working_set(solver: WorkingSetDecider, inst: _WSInstance, st: _WSSt
         W = W.astype(dec.weight.dtype)
         W[grow] = dec.weight
         solver_status = solver_status.copy()
-        solver_status[grow] = dec.status
-    refuted = ((solver_status == STORABLE) | (solver_status == UNSTORABLE)) & (status != solver_status)
+        solver_status[grow], reason[grow] = dec.status, 0
+
+    def rerun(idx):
+        sub = _WSInstance(cast64(jax.tree.map(lambda x: x[idx], inst.cons)), to64(W[idx]))
+        st64, _ = run_ensemble(solver, sub, chunk=config.chunk, early=True, **compaction(sub.cons))
+        checked = verify_working_set(sub, st64, config.tol)
+        return np.asarray(st64.status), np.asarray(st64.total), np.asarray(st64.opt.X), checked
+
     # float32 could not resolve the margins: float64 continues (in float64 the recheck decides)
-    refuted |= solver_status == _RESOLUTION
-    if refuted.any() and inst.cons.inputs.dtype != jnp.float64:
-
-        def rerun(idx):
-            sub = _WSInstance(cast64(jax.tree.map(lambda x: x[idx], inst.cons)), to64(W[idx]))
-            st64, _ = run_ensemble(solver, sub, chunk=config.chunk, early=True, **compaction(sub.cons))
-            checked = verify_working_set(sub, st64, config.tol)
-            return np.asarray(st64.status), np.asarray(st64.total), np.asarray(st64.opt.X), checked
-
-        status, W = continue_in_float64(refuted, status, margin, bound, iterations, W, rerun)
-    else:
-        status = np.where(refuted & (solver_status != _RESOLUTION), UNDECIDED, status)
+    status, W = settle(
+        status,
+        margin,
+        bound,
+        iterations,
+        W,
+        solver_status,
+        rerun=rerun,
+        can_rerun=inst.cons.inputs.dtype != jnp.float64,
+        unresolved=reason == _RESOLUTION,
+    )
     return decision(status, margin, bound, iterations, W, config.tol)
 
 

@@ -27,6 +27,7 @@ from .._provenance import device_info, versions
 from .._validate import InvalidArgument
 from ._analysis import (
     adam_vs_certified,
+    CapacityRow,
     compare,
     compare_op_dp,
     estimate,
@@ -38,8 +39,10 @@ from ._analysis import (
     public,
     scaling_table,
     setup,
+    SweepRow,
     theory_verdict,
     threshold_rows,
+    ThresholdRow,
     trend_note,
     verdict,
 )

@@ -4,22 +4,25 @@ estimate of fixed-`p` sweeps."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import defaultdict
-from collections.abc import Mapping
-from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
 from .. import theory as th
+from .._medians import median_capacity
+from .._plan import guess_p
 from .._tasks import alpha_of, p_from_alpha
-from .._threshold import guess_p, median_capacity
-from .._train import TrainConfig
 from .._validate import InvalidArgument
+from ..solvers._adam import TrainConfig
 from ._records import (
+    ABSENT,
     config_id,
     criterion,
+    FieldMapping,
     finite_or_none,
     flat_settings,
     HEAD_FIELDS,
@@ -184,7 +187,7 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
                 theory_alpha_c(d, est["p_c"], model_th, row["kappa"], row["problem"]) if ok else None
             )
             row["theory_verdict"] = theory_verdict(row)
-        rows.append(CapacityRow(**row))
+        rows.append(ThresholdRow(**row))
     return rows
 
 
@@ -389,31 +392,86 @@ def _accuracy_crossing(alphas, accs):
     return None
 
 
-class CapacityRow(Mapping):
-    """One capacity estimate (a row of `jaxmem capacity`): a read-only mapping of its public
-    fields (`d, problem, model, kappa, p_c, alpha_c, ci_low, ci_high, ...`), with the bootstrap
-    samples of `alpha_c` beside them as `boot` (not a field: they are never printed).
+def _no_boot():
+    return np.zeros(0)
 
-    **Arguments:** `boot`, and the fields as keywords."""
 
-    def __init__(self, boot=None, **fields):
-        self._fields = MappingProxyType(dict(fields))
-        self.boot = np.asarray([] if boot is None else boot, float)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CapacityRow(FieldMapping):
+    """A row of a folder's capacity table: a frozen, typed record of one measurement point that
+    also reads as a mapping of its fields, with the bootstrap samples of `alpha_c` beside them
+    as `boot` (not a field of the mapping: they are never printed). `kind` is set where the row
+    is one of a folder's tables (`tables_of`), absent otherwise."""
 
-    def __getitem__(self, key):
-        return self._fields[key]
+    boot: np.ndarray = dataclasses.field(default_factory=_no_boot, repr=False, compare=False)
 
-    def __iter__(self):
-        return iter(self._fields)
 
-    def __len__(self):
-        return len(self._fields)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ThresholdRow(CapacityRow):
+    """One measurement point of per-seed thresholds (`threshold_rows`): its memory and solver,
+    settings (and those in which it `differs` from the other rows of the same memory and
+    solver), seeds, the median threshold `p_c` and `alpha_c` with the order-statistic 95% CI
+    (`p_ci_*`, `ci_*`, the ranks `ci_ranks`), the seeds undecided, exact and censored, the
+    logistic cross-check, decisions and seconds; for a certified rank-`m` row (a lower bound) the
+    uncertified gap to the full-rank thresholds of the same tasks; the theory's `alpha_c(p_c)`
+    and its verdict where asked."""
 
-    def __repr__(self):
-        return f"CapacityRow({dict(self._fields)!r})"
+    d: int
+    problem: str
+    model: str
+    kappa: float
+    solver: str
+    embedding: str
+    lr: float | None
+    steps: int | None
+    criterion: float
+    settings: dict
+    differs: dict
+    seeds: int
+    p_c: float
+    alpha_c: float
+    p_ci_low: float
+    p_ci_high: float
+    ci_low: float
+    ci_high: float
+    ci_ranks: list
+    undecided: int
+    exact: int
+    censored: int
+    alpha_logistic: float | None
+    decisions: int
+    seconds: float
+    lower_bound: bool
+    gap_paired: Any = ABSENT
+    gap_seeds: Any = ABSENT
+    gap_alpha: Any = ABSENT
+    theory_alpha_c: Any = ABSENT
+    theory_verdict: Any = ABSENT
+    kind: Any = ABSENT
 
-    def to_json(self) -> dict:
-        return dict(self._fields)
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SweepRow(CapacityRow):
+    """One point of fixed-`p` ensembles (`estimate`): the logistic crossing `p_c` of the fraction
+    all stored against `ln p`, `alpha_c` with its bootstrap 95% CI, the load where the mean
+    accuracy falls below 1/2, whether the grid brackets 1/2, the runs, the grid, and the theory's
+    `alpha_c(p_c)` where asked."""
+
+    d: int
+    problem: str
+    model: str
+    kappa: float
+    setup: str
+    p_c: float
+    alpha_c: float
+    ci_low: float | None
+    ci_high: float | None
+    alpha_acc_half: float | None
+    bracketed: bool
+    n_runs: int
+    grid: list
+    theory_alpha_c: Any = ABSENT
+    kind: Any = ABSENT
 
 
 _SWEEP_DEFAULTS = dict(train_fields(TrainConfig()), embedding="gaussian")
@@ -489,7 +547,7 @@ def estimate(records: list[dict], *, seed: int = 0, n_boot: int = N_BOOT, theory
         )
         if theory:
             row["theory_alpha_c"] = theory_alpha_c(d, p_c, model, kappa, problem)
-        rows.append(CapacityRow(boot=boots, **row))
+        rows.append(SweepRow(boot=boots, **row))
     return rows
 
 

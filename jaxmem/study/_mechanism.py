@@ -136,11 +136,12 @@ def run_mechanism_unit(cfg: dict) -> list[dict]:
     import jax
 
     from .. import theory as th
-    from .._models import rank_of
+    from .._models import hebbian_weight, rank_of
     from .._tasks import make_tasks
     from ..solvers._constraints import batch_constraints
     from ..solvers._decide import to64
-    from ..solvers._margin import MARGIN_STATUS, max_margin
+    from ..solvers._margin import max_margin
+    from ..solvers._status import MARGIN_STATUS
     from ._records import envelope
 
     d, ps, P = cfg["d"], np.asarray(cfg["p"]), cfg["p_max"]
@@ -184,7 +185,7 @@ def run_mechanism_unit(cfg: dict) -> list[dict]:
             law = th.optimal_scores(p, margin=kappa_th, samples=20_000, key=jax.random.fold_in(key, p))
             law0 = th.optimal_scores(p, samples=20_000, key=jax.random.fold_in(key, p))
             sc = score_table(W, c64.inputs[j], c64.candidates[j], p)
-            E, U = c64.inputs[j, :p], np.asarray(tasks.targets[j, :p], np.float64)
+            H = hebbian_weight(c64.inputs[j, :p], np.asarray(tasks.targets[j, :p], np.float64))
             rec = dict(
                 common,
                 alpha=alpha,
@@ -199,9 +200,9 @@ def run_mechanism_unit(cfg: dict) -> list[dict]:
                 law0_target=float(np.mean(np.asarray(law0.target))),
                 threshold=math.sqrt(2 * math.log(p)),
                 max_margin=summarise(W, j, p, 7),
-                hebbian=summarise(U.T @ E, j, p, 7),
+                hebbian=summarise(H, j, p, 7),
                 singular_values=normalised_spectrum(W, d).tolist(),
-                hebbian_singular_values=normalised_spectrum(U.T @ E, d).tolist(),
+                hebbian_singular_values=normalised_spectrum(H, d).tolist(),
                 targets=sc["target"].tolist(),
                 active_per_input=mm.active[j, :p].tolist(),
                 law_targets=np.asarray(law.target)[:2000].tolist(),

@@ -27,8 +27,8 @@ import optax
 
 from .._files import atomic_write, clean_stale
 from .._provenance import device_info, versions
-from .._train import TrainConfig
 from .._validate import InvalidArgument
+from ..solvers._adam import TrainConfig
 from ..solvers._decide import DecideConfig
 
 
@@ -85,8 +85,49 @@ def kind_of(x: Mapping) -> str:
     return x.get("kind", ENSEMBLE_KIND)
 
 
+class _Absent:
+    """The value of a field that a row or record does not have (not None: None is a value)."""
+
+    def __repr__(self):
+        return "ABSENT"
+
+
+ABSENT = _Absent()
+
+
+class FieldMapping(Mapping):
+    """A frozen dataclass whose fields also read as a mapping (`x["name"]`, `x.get`, `dict(x)`):
+    how tables select and read records and rows by name. A field whose value is `ABSENT` (or
+    that `absent` says is absent) is not in the mapping, nor in `to_json`."""
+
+    def absent(self, name: str, value) -> bool:
+        return value is ABSENT
+
+    def _names(self):
+        return [
+            f.name
+            for f in dataclasses.fields(self)
+            if f.repr and not self.absent(f.name, getattr(self, f.name))
+        ]
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.__dataclass_fields__ and name in self._names():
+            return getattr(self, name)
+        raise KeyError(name)
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def to_json(self) -> dict:
+        """The fields as a JSON object (in declaration order, absent ones left out)."""
+        return {k: getattr(self, k) for k in self._names()}
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Record(Mapping):
+class Record(FieldMapping):
     """A record of one seed of one unit of work: the envelope its kinds share.
 
     A record is frozen and typed; it also reads as a mapping of its fields (`r["p_star"]`,
@@ -121,27 +162,8 @@ class Record(Mapping):
         if self.kind != self.KIND or not self.CONFIG <= set(self.config):
             raise InvalidArgument(f"record: not a valid {self.KIND} record (kind {self.kind!r})")
 
-    def _names(self):
-        return [
-            f.name
-            for f in dataclasses.fields(self)
-            if not (f.name in self.OPTIONAL and getattr(self, f.name) is None)
-        ]
-
-    def __getitem__(self, name: str) -> Any:
-        if name in self.__dataclass_fields__ and name in self._names():
-            return getattr(self, name)
-        raise KeyError(name)
-
-    def __iter__(self):
-        return iter(self._names())
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def to_json(self) -> dict:
-        """The record as its JSON object (fields in declaration order, absent ones left out)."""
-        return {k: getattr(self, k) for k in self._names()}
+    def absent(self, name: str, value) -> bool:
+        return value is None and name in self.OPTIONAL
 
     @classmethod
     def from_json(cls, obj: Mapping) -> Record:
@@ -411,6 +433,8 @@ class Store:
         """Write a unit's records (typed, or JSON objects of any known version, written in the
         current one) as its file, atomically."""
         recs = [as_record(r).to_json() for r in recs]
+        if any(r["config"] != cfg for r in recs):
+            raise InvalidArgument("recs: every record written under a config must be of that config")
         self._clean()
         atomic_write(self.path(cfg), "".join(json.dumps(r, allow_nan=False) + "\n" for r in recs))
 

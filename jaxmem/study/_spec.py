@@ -14,9 +14,9 @@ import json
 import equinox as eqx
 import numpy as np
 
-from .._threshold import SearchPlan
-from .._train import TrainConfig
+from .._plan import SearchPlan
 from .._validate import check_int, InvalidArgument
+from ..solvers._adam import TrainConfig
 from ..solvers._decide import DecideConfig
 from ._analysis import threshold_rows
 from ._records import Store

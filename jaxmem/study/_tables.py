@@ -30,8 +30,9 @@ class Tables:
     """What a folder's records give, as `jaxmem capacity DIR --json` prints it.
 
     **Fields:**
-    - `rows`: one `CapacityRow` per measurement point (threshold records), then one per
-      sweep point (logistic estimates), each with `kind` `"threshold"` or `"sweep"`;
+    - `rows`: one `ThresholdRow` per measurement point (threshold records), then one
+      `SweepRow` per sweep point (logistic estimates), each with `kind` `"threshold"` or
+      `"sweep"`;
     - `op_vs_dp`: OP minus DP per `d` (and setup), with its 95% CI and verdict;
     - `adam_vs_certified`: per point, the fraction of seeds where Adam's threshold lies below
       the certified one, and the capacity lost."""
@@ -89,9 +90,7 @@ def tables_of(records: list[dict], *, theory: bool = True, log=None) -> Tables:
     check_records(recs)
     if log is not None:
         print(f"computing the tables of {len(recs) + len(sweep)} records", file=log, flush=True)
-    rows = [
-        CapacityRow(boot=r.boot, **dict(r, kind="threshold")) for r in threshold_rows(recs, theory=theory)
-    ]
+    rows = [dataclasses.replace(r, kind="threshold") for r in threshold_rows(recs, theory=theory)]
     sweep_rows = estimate(sweep, theory=theory) if sweep else []
     op_dp = [
         dict(c, kind="threshold", model="full", solver=solver)
@@ -103,7 +102,7 @@ def tables_of(records: list[dict], *, theory: bool = True, log=None) -> Tables:
         )
     ]
     op_dp += [dict(c, kind="sweep") for c in compare_op_dp(sweep_rows)] if sweep_rows else []
-    rows += [CapacityRow(boot=r.boot, **dict(r, kind="sweep")) for r in sweep_rows]
+    rows += [dataclasses.replace(r, kind="sweep") for r in sweep_rows]
     return Tables(tuple(rows), tuple(op_dp), tuple(adam_vs_certified(recs)))
 
 

@@ -22,15 +22,19 @@ import numpy as np
 
 from .. import theory as th
 from .._experiment import run_experiment
-from .._models import MODELS as MEMORY_MODELS, rank_of, resolve_kappa
+from .._models import hebbian_weight, MODELS as MEMORY_MODELS, rank_of, resolve_kappa
+from .._names import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
+from .._plan import default_plan, SearchPlan
 from .._tasks import alpha_of, EMBEDDINGS, make_tasks, p_from_alpha, PROBLEMS
-from .._threshold import default_plan, search_thresholds, SearchPlan, SOLVERS, Thresholds
-from .._train import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, NO_TRAINING, TrainConfig
+from .._threshold import search_thresholds, SOLVERS, Thresholds
+from .._train import NO_TRAINING
 from .._validate import available_bytes, check_choice, check_int, check_memory, InvalidArgument
+from ..solvers._adam import TrainConfig
 from ..solvers._constraints import batch_constraints
-from ..solvers._decide import DecideConfig, STATUS
+from ..solvers._decide import DecideConfig
 from ..solvers._decider import choose_decider
-from ..solvers._margin import MARGIN_STATUS, max_margin_constraints, MaxMarginConfig
+from ..solvers._margin import max_margin_constraints, MaxMarginConfig
+from ..solvers._status import MARGIN_STATUS, STATUS
 from ..solvers._working_set import working_set_size
 from ._mechanism import normalised_spectrum, run_mechanism_unit, score_table
 from ._records import (
@@ -278,8 +282,8 @@ def run_margin_unit(cfg: dict) -> list[dict]:
         p = int(ps[j])
         scores = _scores(c, mm.weight[j], p, "max_margin")
         if hebbian:
-            E, U = c.inputs[:p], c.candidates[:p]
-            scores.update(_scores(c, U.T @ E, p, "hebbian"))
+            # an OP's first p candidates are its targets
+            scores.update(_scores(c, hebbian_weight(c.inputs[:p], c.candidates[:p]), p, "hebbian"))
         rec = envelope(
             cfg,
             s,

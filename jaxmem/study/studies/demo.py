@@ -12,8 +12,8 @@ import equinox as eqx
 import jax
 
 from ..._models import rank_of
-from ..._train import TrainConfig
 from ..._validate import check_int, check_real, InvalidArgument
+from ...solvers._adam import TrainConfig
 from ...solvers._decide import DecideConfig
 from .._analysis import threshold_rows, transition_theory
 from .._figures import FIGURES

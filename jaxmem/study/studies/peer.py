@@ -16,8 +16,8 @@ from typing import ClassVar
 import equinox as eqx
 
 from ..._tasks import p_from_alpha
-from ..._train import TrainConfig
 from ..._validate import check_int, check_real
+from ...solvers._adam import TrainConfig
 from .._analysis import fmt, threshold_rows
 from .._figures import fig_peer_study
 from .._stats import judge, Verdict

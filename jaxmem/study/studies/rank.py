@@ -10,8 +10,8 @@ from typing import ClassVar
 
 import equinox as eqx
 
-from ..._train import TrainConfig
 from ..._validate import check_int, check_real, InvalidArgument
+from ...solvers._adam import TrainConfig
 from .._analysis import fmt, rank_table
 from .._figures import fig_rank_study
 from .._spec import seed_pairs
