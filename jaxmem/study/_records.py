@@ -393,6 +393,11 @@ class Store:
         except (InvalidArgument, KeyError, TypeError):
             return None
 
+    def unit(self, unit_id: str) -> list[Record] | None:
+        """The records of the unit whose file is `unit_id` (`config_id` of its config, as
+        written), if that file is there and valid, else None."""
+        return self._read(os.path.join(self.records_dir, f"{unit_id}.jsonl"))
+
     def find(self, cfg: dict) -> tuple[str, list[dict]] | None:
         """`(path, records)` of `cfg`'s valid record file (found as by `get`), else None."""
         for c in (cfg, sweep_legacy_config(cfg), threshold_legacy_config(cfg)):
