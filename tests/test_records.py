@@ -184,3 +184,7 @@ def test_rows_are_typed_and_read_as_mappings():
         row.p_c = 1.0
     bare = threshold_rows(Store(os.path.join(ROOT, "docs", "rank")).records(), theory=False)[0]
     assert "kind" not in bare and dict(bare) == {k: v for k, v in row.items() if k != "kind"}
+    from jaxmem.study import where
+
+    factored = [r for r in tables.rows if r["model"] == "factored" and r["solver"] == "certified"]
+    assert factored and where(tables.rows, model="factored", solver="certified", kind="threshold") == factored

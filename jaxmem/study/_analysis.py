@@ -811,10 +811,7 @@ def peer_rows(rows):
 def gardner_curve(rows, n: int = 8) -> list[tuple[int, float]]:
     """Gardner's `alpha_c(p(d))` at `n` log-spaced `d` across the certified full-rank rows (the
     theory's own `p(d)`, `guess_p`): `(d, alpha)` pairs for the finite-size figure."""
-    full = lambda r: (
-        (r["solver"], r["model"], r.get("embedding", "gaussian")) == ("certified", "full", "gaussian")
-    )
-    ds = sorted({r["d"] for r in rows if full(r)})
+    ds = sorted({r["d"] for r in where(rows, solver="certified", model="full", embedding="gaussian")})
     if not ds:
         return []
     dd = np.unique(np.geomspace(ds[0], ds[-1], n).round().astype(int))
@@ -836,14 +833,12 @@ def rank_table(records, *, seed=0, n_boot=2000) -> dict:
     all_rows = threshold_rows(records)
     pick = lambda model, solver: {
         (r["d"], r["kappa"], r["problem"]): r
-        for r in all_rows
-        if r["model"] == model and r["solver"] == solver and r["embedding"] == "gaussian"
+        for r in where(all_rows, model=model, solver=solver, embedding="gaussian")
     }
     cert, adam = pick("factored", "certified"), pick("factored", "adam")
     vs = {
         (c["d"], c["kappa"], c["problem"]): c
-        for c in adam_vs_certified(records)
-        if c["model"] == "factored" and c["embedding"] == "gaussian"
+        for c in where(adam_vs_certified(records), model="factored", embedding="gaussian")
     }
     rows = []
     for key in sorted(cert, key=lambda k: (k[0], k[1], k[2] == "dp")):
@@ -866,11 +861,7 @@ def rank_table(records, *, seed=0, n_boot=2000) -> dict:
         sel = where(records, d=d, model="factored", solver="certified", kappa=k)
         for c in compare(sel, {"problem": "op"}, {"problem": "dp"}, seed=seed, n_boot=n_boot):
             op_dp.append(dict(c, kappa=k))
-    full = [
-        r
-        for r in all_rows
-        if r["model"] == "full" and r["solver"] == "certified" and r["embedding"] == "gaussian"
-    ]
+    full = where(all_rows, **CERTIFIED_FULL)
     curves = {}
     for d in sorted({d for d, _, _ in cert}):
         ks = sorted({k for dd, k, _ in cert if dd == d} | {1.0})

@@ -50,7 +50,7 @@ def transition(records, rows, loads) -> list[dict]:
     """Per problem (OP, DP) and `d` of the certified full-rank rows: `P(all stored at p) =
     P(p* >= p)` over seeds as steps against the load (`alpha`, `survival`), and the transition
     theory's loads at P = 0.75, 0.5, 0.25 (`band`, None where not computed)."""
-    ds = sorted({r["d"] for r in rows if r["solver"] == "certified" and r["model"] == "full"})
+    ds = sorted({r["d"] for r in where(rows, solver="certified", model="full")})
     out = []
     for problem in ("op", "dp"):
         curves = []
@@ -216,7 +216,7 @@ def rank(rows) -> dict:
     `p_c` (`theory`, None without that row); `asymptote` maps each factored row's `kappa` to
     `F(kappa)/2`."""
     grid = np.linspace(0.05, 1, 12)
-    fac = [r for r in rows if r["model"] == "factored"]
+    fac = where(rows, model="factored")
     out = dict(
         grid=grid,
         limit=np.array([float(th.F(x)) / 2 for x in grid]),
@@ -231,28 +231,13 @@ def rank(rows) -> dict:
     out["d"] = d
     for solver in ("certified", "adam"):
         pts = sorted(
-            (
-                r
-                for r in rows
-                if r["d"] == d
-                and r["solver"] == solver
-                and r["problem"] == "op"
-                and r["embedding"] == "gaussian"
-                and r.get("criterion", 1.0) == 1.0
-            ),
+            where(rows, d=d, solver=solver, problem="op", embedding="gaussian", criterion=1.0),
             key=lambda r: r["kappa"],
         )
         out["points"].append(
             (solver, [r for r in pts if r["alpha_c"] is not None and math.isfinite(r["alpha_c"])])
         )
-    full = next(
-        (
-            r
-            for r in rows
-            if r["d"] == d and r["model"] == "full" and r["solver"] == "certified" and r["problem"] == "op"
-        ),
-        None,
-    )
+    full = next(iter(where(rows, d=d, model="full", solver="certified", problem="op")), None)
     if full is not None:
         out["theory"] = dict(
             p_c=full["p_c"],

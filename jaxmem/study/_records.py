@@ -666,9 +666,9 @@ def where(records: list[Mapping], **fields) -> list[Mapping]:
     value; a field a config lacks takes its kind's default (`Record.DEFAULTS`: what the record
     ran with), else matches nothing. `kind` selects on the record's kind. A setting is named with
     `__` for the dot (`decide__tol=1e-5`); a float matches within 1e-6 (`kappa` is a ratio of
-    integers).
+    integers). Rows of a table (mappings without a `config`) are selected on their own fields.
 
-    **Returns:** the selected records, in their order."""
+    **Returns:** the selected records (or rows), in their order."""
     want = {k.replace("__", "."): v for k, v in fields.items()}
     missing = object()
 
@@ -679,8 +679,11 @@ def where(records: list[Mapping], **fields) -> list[Mapping]:
 
     out = []
     for r in records:
-        kind = kind_of(r)
-        cfg = KINDS[kind].DEFAULTS | flat_settings(r["config"]) | {"kind": kind}
+        if "config" in r:
+            kind = kind_of(r)
+            cfg = KINDS[kind].DEFAULTS | flat_settings(r["config"]) | {"kind": kind}
+        else:
+            cfg = r
         if all(same(cfg.get(k, missing), v) for k, v in want.items()):
             out.append(r)
     return out

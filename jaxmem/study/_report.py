@@ -17,6 +17,7 @@ from ._analysis import (
     verdict,
 )
 from ._figures import FIGURES
+from ._records import where
 
 
 def capacity_page(tables: dict, drawn: dict, out: str) -> str:
@@ -148,14 +149,7 @@ def _adam_section(records):
 def _finite_size_section(rows, loads):
     L = []
     for problem in ("op", "dp"):
-        sel = [
-            r
-            for r in rows
-            if r["problem"] == problem
-            and r["model"] == "full"
-            and r["solver"] == "certified"
-            and r["embedding"] == "gaussian"
-        ]
+        sel = where(rows, problem=problem, model="full", solver="certified", embedding="gaussian")
         if not sel:
             continue
         parts = [f"d={r['d']}: {fmt(r['alpha_c'])} [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]" for r in sel]
@@ -170,7 +164,7 @@ def _finite_size_section(rows, loads):
             )
             + ". No curve is fitted and nothing is extrapolated: the comparison is with the theory's own law."
         )
-    heb = [r for r in rows if r["solver"] == "hebbian"]
+    heb = where(rows, solver="hebbian")
     if heb:
         L.append(
             "- Hebbian all-stored loads: "
@@ -188,7 +182,7 @@ def _finite_size_section(rows, loads):
 
 
 def _rank_section(rows, table):
-    fac = [r for r in rows if r["model"] == "factored"]
+    fac = where(rows, model="factored")
     if not fac:
         return []
 
