@@ -17,18 +17,17 @@ from .._medians import median_capacity
 from .._plan import guess_p
 from .._tasks import alpha_of, p_from_alpha
 from .._validate import InvalidArgument
-from ..solvers._adam import TrainConfig
 from ._records import (
     ABSENT,
     config_id,
     criterion,
+    EnsembleRecord,
     FieldMapping,
     finite_or_none,
     flat_settings,
     HEAD_FIELDS,
     normal_records,
     point_key,
-    train_fields,
     where,
 )
 from ._stats import (
@@ -474,7 +473,8 @@ class SweepRow(CapacityRow):
     kind: Any = ABSENT
 
 
-_SWEEP_DEFAULTS = dict(train_fields(TrainConfig()), embedding="gaussian")
+# the settings an ensemble config may leave out, at what it ran with
+_SWEEP_DEFAULTS = EnsembleRecord.DEFAULTS
 
 
 def sweep_setup(cfg: dict) -> str:
