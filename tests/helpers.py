@@ -2,6 +2,9 @@
 
 import math
 
+import numpy as np
+from scipy.optimize import linprog
+
 
 def same_json(a, b, rel: float = 1e-12) -> bool:
     """Whether two JSON values are equal, floats to `rel` (the last bits of a float sum depend on
@@ -29,3 +32,47 @@ def ensemble_records(cfg: dict) -> list:
     fields = dict(alpha=0.1, accuracy=1.0, all_stored=True, steps_to_store=1, diverged=False)
     fields |= dict(final_loss=0.0, target_score=[1.0], best_score=[0.0], singular_values=[1.0])
     return [envelope(cfg, s, **fields, seconds=0.0) for s in range(cfg["seeds"])]
+
+
+def arrays(task, p):
+    """float64 numpy inputs and candidates `(p, p, d)` of the first `p` associations."""
+    E = np.asarray(task.inputs[:p], np.float64)
+    if task.problem == "op":
+        C = np.broadcast_to(np.asarray(task.targets[:p], np.float64), (p, p, E.shape[1]))
+    else:
+        C = np.asarray(task.materialised[:p, :p], np.float64)
+    return E, C
+
+
+def constraint_matrix(E, C):
+    p, d = E.shape
+    rows = [np.outer(C[m, m] - C[m, r], E[m]).ravel() for m in range(p) for r in range(p) if r != m]
+    return np.array(rows)
+
+
+def lp_storable(E, C):
+    """Exact LP (HiGHS): max t s.t. <W, A_i> >= t, |W_ij| <= 1, t <= 1; storable iff t* > 0."""
+    A = constraint_matrix(E, C)
+    n = A.shape[1]
+    c = np.zeros(n + 1)
+    c[-1] = -1.0
+    res = linprog(
+        c,
+        A_ub=np.hstack([-A, np.ones((A.shape[0], 1))]),
+        b_ub=np.zeros(A.shape[0]),
+        bounds=[(-1, 1)] * n + [(None, 1)],
+        method="highs",
+    )
+    assert res.status == 0
+    return -res.fun > 1e-9, -res.fun
+
+
+def numpy_certificates(E, C, W):
+    """Independent float64 check: the min margin of W, and the multiplier bound |sum lambda A|/a
+    for lambda the normalised residuals (1 - <W, A>)_+."""
+    A = constraint_matrix(E, C)
+    M = A @ np.asarray(W, np.float64).ravel()
+    a = math.sqrt(np.mean(np.sum(A * A, axis=1)))
+    r = np.maximum(1 - M, 0)
+    bound = np.linalg.norm(r @ A) / (r.sum() * a) if r.sum() > 0 else math.inf
+    return M.min(), bound

@@ -12,53 +12,13 @@ import jax.numpy as jnp
 import jaxmem as jm
 import numpy as np
 import pytest
+from helpers import (
+    arrays as _arrays,
+    lp_storable as _lp_storable,
+    numpy_certificates as _numpy_certificates,
+)
 from jaxmem import median_capacity, median_ci, search_thresholds, SearchPlan
 from jaxmem.solvers import decide, DecideConfig
-from scipy.optimize import linprog
-
-
-def _arrays(task, p):
-    """float64 numpy inputs and candidates `(p, p, d)` of the first `p` associations."""
-    E = np.asarray(task.inputs[:p], np.float64)
-    if task.problem == "op":
-        C = np.broadcast_to(np.asarray(task.targets[:p], np.float64), (p, p, E.shape[1]))
-    else:
-        C = np.asarray(task.materialised[:p, :p], np.float64)
-    return E, C
-
-
-def _constraint_matrix(E, C):
-    p, d = E.shape
-    rows = [np.outer(C[m, m] - C[m, r], E[m]).ravel() for m in range(p) for r in range(p) if r != m]
-    return np.array(rows)
-
-
-def _lp_storable(E, C):
-    """Exact LP (HiGHS): max t s.t. <W, A_i> >= t, |W_ij| <= 1, t <= 1; storable iff t* > 0."""
-    A = _constraint_matrix(E, C)
-    n = A.shape[1]
-    c = np.zeros(n + 1)
-    c[-1] = -1.0
-    res = linprog(
-        c,
-        A_ub=np.hstack([-A, np.ones((A.shape[0], 1))]),
-        b_ub=np.zeros(A.shape[0]),
-        bounds=[(-1, 1)] * n + [(None, 1)],
-        method="highs",
-    )
-    assert res.status == 0
-    return -res.fun > 1e-9, -res.fun
-
-
-def _numpy_certificates(E, C, W):
-    """Independent float64 check: the min margin of W, and the multiplier bound |sum lambda A|/a
-    for lambda the normalised residuals (1 - <W, A>)_+."""
-    A = _constraint_matrix(E, C)
-    M = A @ np.asarray(W, np.float64).ravel()
-    a = math.sqrt(np.mean(np.sum(A * A, axis=1)))
-    r = np.maximum(1 - M, 0)
-    bound = np.linalg.norm(r @ A) / (r.sum() * a) if r.sum() > 0 else math.inf
-    return M.min(), bound
 
 
 # the working set holds 8 of up to 29 competitors per input, so it swaps (and may grow)

@@ -121,7 +121,6 @@ def line_search(M, dM, slope0, iters: int = 12, rtol: float = 1e-2, dM2=None):
 
     **Returns:** `(t, stored)`.
     """
-    tiny = jnp.finfo(M.dtype).tiny
 
     def slopes(t):
         if dM2 is None:
@@ -142,6 +141,18 @@ def line_search(M, dM, slope0, iters: int = 12, rtol: float = 1e-2, dM2=None):
         )
         return -2.0 * g, 2.0 * h, bad == 0
 
+    return newton_search(slopes, slope0, M.dtype, iters=iters, rtol=rtol)
+
+
+def newton_search(slopes, slope0, dtype, iters: int = 12, rtol: float = 1e-2):
+    """The safeguarded Newton search of `line_search` on any convex `phi` along a direction:
+    `slopes(t) -> (phi'(t), phi''(t), stored)`, `slope0 = phi'(0)`; from `t = 1`, a bracket of the
+    root of `phi'` updated at every evaluation, until `|phi'(t)| <= rtol |phi'(0)|` or `iters`
+    evaluations.
+
+    **Returns:** `(t, stored)` of the last evaluation."""
+    tiny = jnp.finfo(dtype).tiny
+
     def cond(c):
         lo, hi, t, g, h, stored, k = c
         return (k < iters) & (jnp.abs(g) > rtol * jnp.abs(slope0)) & (hi - lo > rtol * t)
@@ -154,9 +165,9 @@ def line_search(M, dM, slope0, iters: int = 12, rtol: float = 1e-2, dM2=None):
         gn, hn, stored = slopes(tn)
         return jnp.where(gn < 0, tn, lo), jnp.where(gn >= 0, tn, hi), tn, gn, hn, stored, k + 1
 
-    one = jnp.ones((), M.dtype)
+    one = jnp.ones((), dtype)
     g1, h1, s1 = slopes(one)
-    inf = jnp.asarray(jnp.inf, M.dtype)
+    inf = jnp.asarray(jnp.inf, dtype)
     init = (jnp.where(g1 < 0, one, 0 * one), jnp.where(g1 >= 0, one, inf), one, g1, h1, s1, jnp.array(1))
     lo, hi, t, g, h, stored, k = lax.while_loop(cond, body, init)
     return t, stored
