@@ -19,6 +19,8 @@ _WHERE = {
     "Accuracy": "._criteria",
     "AllStored": "._criteria",
     "criterion_of": "._criteria",
+    "parse_criterion": "._criteria",
+    "TailAverage": "._criteria",
     "Experiment": "._experiment",
     "run_experiment": "._experiment",
     "step_footprint": "._footprint",

@@ -34,7 +34,7 @@ def median_ci(n: int, level: float = 0.95) -> tuple[int, int]:
     return j, n + 1 - j
 
 
-def median_capacity(lo, hi, d: int, level: float = 0.95, censored=None) -> dict:
+def median_capacity(lo, hi, d: int, level: float = 0.95, censored=None, load=alpha_of) -> dict:
     """`p_c` (median threshold), `alpha_c`, and the order-statistic CI in `p` and `alpha`.
 
     A seed whose threshold is only bracketed (`[lo, hi - 1]`) enters the lower end of the CI with
@@ -55,7 +55,7 @@ def median_capacity(lo, hi, d: int, level: float = 0.95, censored=None) -> dict:
     j, k = median_ci(n, level)
     p_lo = float(lower[j - 1]) if j >= 1 else math.nan
     p_hi = float(upper[k - 1]) if k <= n else math.nan
-    a = lambda p: math.inf if p == math.inf else alpha_of(d, p) if math.isfinite(p) and p >= 2 else math.nan
+    a = lambda p: math.inf if p == math.inf else load(d, p) if math.isfinite(p) and p >= 2 else math.nan
     return dict(
         p_c=p_c,
         alpha_c=a(p_c),

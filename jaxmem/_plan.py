@@ -80,6 +80,17 @@ def default_plan(d: int, kappa: float = 1.0) -> SearchPlan:
     return SearchPlan(p0=p0, p_max=max(p0 + 4, math.ceil(1.6 * p0)), resolution=steps)
 
 
+def tail_plan(d: int, r: float) -> SearchPlan:
+    """The default plan of a tail-average search: `p0` at the proportional limit's load
+    `alpha_G,c(r) d^2` raised by `1 + 4 / d` (the finite-`d` capacities lie above the limit,
+    docs/decisions.md), `p_max = 2 p0`, exact thresholds (resolution 1: the search must see
+    `p* + 1` and `p* + 2`)."""
+    from . import theory as th
+
+    p0 = max(3, round(float(th.listwise_alpha_c(float(r))) * d * d * (1.0 + 4.0 / d)))
+    return SearchPlan(p0=p0, p_max=2 * p0)
+
+
 def propose(lo, hi, plan: SearchPlan):
     """The next `p` of each seed with bracket `[lo, hi)`: `p0` first, then steps of `step` up
     (or down) until bracketed, then bisection; within the bracket and at most `p_max`."""

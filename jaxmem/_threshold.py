@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._criteria import parse_criterion
 from ._models import Factored, FullRank
 from ._plan import propose, SearchPlan
 from ._tasks import Task
@@ -31,7 +32,6 @@ from ._validate import InvalidArgument
 from .solvers._adam import AdamProtocol, TrainConfig, TrainInstance
 from .solvers._constraints import batch_constraints
 from .solvers._decide import DecideConfig, verify
-from .solvers._decider import decider_for
 from .solvers._runner import bucket, BUCKET_BASE, gather, init_states, run_ensemble, scatter, worth_compacting
 from .solvers._status import STORABLE, UNDECIDED, UNSTORABLE
 
@@ -47,6 +47,8 @@ class Thresholds(eqx.Module):
       decision at all).
     - `p_max`: the largest `p` the search could try. A seed none of whose `p` failed has
       `hi = p_max + 1`, a `p` never tried: its threshold is right-censored at `p_max`.
+    - `rebound`: for a criterion whose storability is not monotone in `p`, whether the seed
+      found a storable `p` above an unstorable one (`None` for a monotone criterion).
     """
 
     lo: np.ndarray
@@ -55,6 +57,7 @@ class Thresholds(eqx.Module):
     decisions: list
     seconds: float
     p_max: int
+    rebound: np.ndarray | None = None
 
     @property
     def censored(self) -> np.ndarray:
@@ -133,27 +136,53 @@ def _adam_round(tasks_b, ps, P, *, model_rank, decide_cfg, adam_cfg):
 
 class Brackets:
     """Every seed's bracket `[lo, hi)` and the decisions tried; `record` takes a batch of
-    outcomes, `searching` says which seeds still need a decision."""
+    outcomes, `searching` says which seeds still need a decision.
 
-    def __init__(self, n: int, plan: SearchPlan, lower_bound: bool = False):
+    Where storability is not monotone in `p` (`monotone=False`: the tail average), `lo` is the
+    largest `p` found storable and `hi` the smallest `p` above it found unstorable; once a seed's
+    bisection has closed, it also decides `lo + 1` and `lo + 2`, and goes on from any of them that
+    is storable, until both are unstorable (or beyond `p_max`). A seed that found a storable `p`
+    above an unstorable one is marked in `rebound`."""
+
+    def __init__(self, n: int, plan: SearchPlan, lower_bound: bool = False, monotone: bool = True):
         # lower_bound: an undecided instance counts as not stored (the seed's search goes on
         # below it), so `lo` is the largest p with a found memory: a lower bound on `p*`
         self.plan = plan
         self.lower_bound = lower_bound
+        self.monotone = monotone
         self.lo = np.ones(n, np.int64)
         self.hi = np.full(n, plan.p_max + 1, np.int64)
         self.undecided = np.zeros(n, bool)
+        self.rebound = np.zeros(n, bool)
         self.decisions = [[] for _ in range(n)]
+        self._closed = np.zeros(n, bool)  # non-monotone: the seed's bisection has closed
+
+    def _next_above(self, i) -> int | None:
+        """Non-monotone, bisection closed: the first of `lo + 1`, `lo + 2` not yet decided."""
+        tried = {p for p, *_ in self.decisions[i]}
+        for p in (self.lo[i] + 1, self.lo[i] + 2):
+            if p <= self.plan.p_max and p not in tried:
+                return int(p)
+        return None
 
     def searching(self, seeds=None):
         seeds = np.arange(self.lo.size) if seeds is None else np.asarray(seeds)
         keep = (self.hi[seeds] - self.lo[seeds] > self.plan.resolution) & (self.lo[seeds] < self.plan.p_max)
+        if not self.monotone:
+            self._closed[seeds[~keep]] = True
+            above = np.array([self._next_above(i) is not None for i in seeds], bool)
+            keep = np.where(self._closed[seeds], above, keep)
         if not self.lower_bound:
             keep &= ~self.undecided[seeds]
         return seeds[keep]
 
     def propose(self, seeds):
-        return propose(self.lo[seeds], self.hi[seeds], self.plan)
+        p = propose(self.lo[seeds], self.hi[seeds], self.plan)
+        if not self.monotone:
+            for j, i in enumerate(seeds):
+                if self._closed[i]:
+                    p[j] = self._next_above(i)
+        return p
 
     def record(self, seeds, ps, status, margin, bound, iters):
         for j, i in enumerate(seeds):
@@ -163,9 +192,17 @@ class Brackets:
         ok, bad = status == STORABLE, status == UNSTORABLE
         if self.lower_bound:
             bad = bad | (status == UNDECIDED)
-        self.lo[seeds[ok]] = ps[ok]
-        self.hi[seeds[bad]] = ps[bad]
         self.undecided[seeds[status == UNDECIDED]] = True
+        if self.monotone:
+            self.lo[seeds[ok]] = ps[ok]
+            self.hi[seeds[bad]] = ps[bad]
+            return
+        for i in np.unique(seeds):
+            good = [p for p, st, *_ in self.decisions[i] if st == STORABLE]
+            fail = [p for p, st, *_ in self.decisions[i] if st == UNSTORABLE]
+            self.lo[i] = max(good, default=1)
+            self.hi[i] = min((p for p in fail if p > self.lo[i]), default=self.plan.p_max + 1)
+            self.rebound[i] = any(p < self.lo[i] for p in fail)
 
     def result(self, t0, *, scan: bool = False) -> Thresholds:
         # scan: the threshold came from one scan (the Hebbian rule), not from decisions;
@@ -178,6 +215,7 @@ class Brackets:
             decisions=self.decisions,
             seconds=time.perf_counter() - t0,
             p_max=self.plan.p_max,
+            rebound=None if self.monotone else self.rebound.copy(),
         )
 
 
@@ -186,7 +224,7 @@ class Brackets:
 _HELD_GROUP = 4
 
 
-def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, t0) -> None:
+def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, t0, decider) -> None:
     """All of a batch's decisions in one compacting run: when a seed's decision finishes it is
     certified (`conclude`) and the seed's next `p` starts in its slot at once, so the batch stays
     full instead of every round waiting for its slowest decision. A decision starts from `W = 0`,
@@ -206,7 +244,6 @@ def _certified_search(tasks, search: Brackets, *, rank, cfg: DecideConfig, log, 
     size = lambda ps: min(P_all, -(-int(ps.max()) // plan.pad) * plan.pad)
     P = size(current)
 
-    decider = decider_for(cfg, d=d, problem=tasks.problem, rank=rank)
     # each seed's last storable memory, the start of its next decision
     warm = np.zeros((n, d, d), np.dtype(tasks.inputs.dtype)) if cfg.warm_start else None
 
@@ -337,8 +374,14 @@ class AbstractThresholdMethod(eqx.Module):
         bound on `p*`)."""
         return False
 
+    def accepts(self, criterion) -> bool:
+        """Whether this method can decide `criterion` (top-1 criteria by default)."""
+        return criterion.top1
+
     @abc.abstractmethod
-    def run(self, tasks: Task, search: Brackets, *, rank, decide_config, adam_config, log, t0) -> None:
+    def run(
+        self, tasks: Task, search: Brackets, *, rank, decide_config, adam_config, log, t0, criterion
+    ) -> None:
         """Decide proposals of `search` (from `search.propose`, into `search.record`) until no
         seed is searching."""
 
@@ -350,14 +393,18 @@ class CertifiedMethod(AbstractThresholdMethod):
     def lower_bound(self, rank):
         return rank is not None
 
-    def run(self, tasks, search, *, rank, decide_config, adam_config, log, t0):
-        _certified_search(tasks, search, rank=rank, cfg=decide_config, log=log, t0=t0)
+    def accepts(self, criterion):
+        return True
+
+    def run(self, tasks, search, *, rank, decide_config, adam_config, log, t0, criterion):
+        decider = criterion.decider(decide_config, d=tasks.inputs.shape[-1], problem=tasks.problem, rank=rank)
+        _certified_search(tasks, search, rank=rank, cfg=decide_config, log=log, t0=t0, decider=decider)
 
 
 class AdamMethod(AbstractThresholdMethod):
     """The paper's protocol: `p*` is the largest `p` Adam stored within its budget."""
 
-    def run(self, tasks, search, *, rank, decide_config, adam_config, log, t0):
+    def run(self, tasks, search, *, rank, decide_config, adam_config, log, t0, criterion):
         _adam_search(tasks, search, rank=rank, decide_cfg=decide_config, adam_cfg=adam_config, log=log, t0=t0)
 
 
@@ -366,7 +413,7 @@ class HebbianMethod(AbstractThresholdMethod):
 
     scan: bool = eqx.field(static=True, default=True)
 
-    def run(self, tasks, search, *, rank, decide_config, adam_config, log, t0):
+    def run(self, tasks, search, *, rank, decide_config, adam_config, log, t0, criterion):
         _hebbian_search(tasks, search)
 
 
@@ -384,6 +431,7 @@ def search_thresholds(
     adam_config: TrainConfig = TrainConfig(),
     log=None,
     start=None,
+    criterion="all",
 ) -> Thresholds:
     """Find every seed's threshold `p*` by bracketing and bisection (until `hi - lo <=
     plan.resolution`: exactly where it is 1).
@@ -402,6 +450,9 @@ def search_thresholds(
     - `log`: optional file for one line per round.
     - `start`: optional per-seed `p` known storable (from a search with a smaller `p_max`, whose
       seeds were censored): the search brackets upward from there.
+    - `criterion`: what counts as stored (`parse_criterion`: `"all"`, the default, or `"tail:r"`,
+      certified only). Where storability is not monotone in `p` (the tail average) `p*` is the
+      largest `p` found storable with `p* + 1` and `p* + 2` unstorable (`Brackets`).
 
     **Returns:** `Thresholds`.
     """
@@ -411,9 +462,23 @@ def search_thresholds(
     if P_all < plan.p_max:
         raise InvalidArgument(f"tasks hold {P_all} associations, fewer than plan.p_max = {plan.p_max}")
     method = SOLVERS[solver]
+    crit = parse_criterion(criterion)
+    if not method.accepts(crit):
+        raise InvalidArgument(
+            f"criterion {crit.name!r} is decided by the certified solver only, not {solver!r}"
+        )
     t0 = time.perf_counter()
-    search = Brackets(n, plan, lower_bound=method.lower_bound(rank))
+    search = Brackets(n, plan, lower_bound=method.lower_bound(rank), monotone=crit.monotone)
     if start is not None:
         search.lo = np.asarray(start, np.int64).copy()
-    method.run(tasks, search, rank=rank, decide_config=decide_config, adam_config=adam_config, log=log, t0=t0)
+    method.run(
+        tasks,
+        search,
+        rank=rank,
+        decide_config=decide_config,
+        adam_config=adam_config,
+        log=log,
+        t0=t0,
+        criterion=crit,
+    )
     return search.result(t0, scan=method.scan)

@@ -76,6 +76,9 @@ def _print_threshold_rows(rows, file=sys.stdout):
         ("setup", 30, setup),
     ]
     undecided = [("undecided", 9, lambda r: str(r["undecided"]))]
+    if any("rebound" in r for r in rows):
+        # seeds whose storability came back above an unstorable p (a non-monotone criterion)
+        undecided.append(("rebound", 7, lambda r: str(r.get("rebound", "—"))))
     verdict = [("verdict", 0, lambda r: r.get("theory_verdict", ""))]
     _print_table(rows, _HEAD + extra + _TAIL + undecided + verdict, file)
     from ..study import gap_note
@@ -146,10 +149,16 @@ def _measurement_points(a) -> list[dict]:
 
     if a.model == "factored" and not a.kappa:
         raise ArgumentError("argument --kappa: required with --model factored")
-    if a.criterion != 1.0 and "certified" in a.solver:
+    tail = isinstance(a.criterion, str)
+    if not tail and a.criterion != 1.0 and "certified" in a.solver:
         raise ArgumentError("argument --criterion: an accuracy criterion needs --solver adam")
+    if tail and (a.solver != ["certified"] or a.model != "full"):
+        raise ArgumentError(
+            "argument --criterion: the tail average is measured with --solver certified --model full"
+        )
     dcfg = DecideConfig(tol=a.tol, decider=a.decider, warm_start=a.warm_start)
-    acfg = TrainConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale, accuracy=a.criterion)
+    accuracy = 1.0 if tail else a.criterion
+    acfg = TrainConfig(steps=a.steps, lr=a.lr, init_scale=a.init_scale, accuracy=accuracy)
     units = []
     common = dict(
         seeds=a.seeds,
@@ -158,6 +167,7 @@ def _measurement_points(a) -> list[dict]:
         embedding=a.embedding,
         decide_config=dcfg,
         resolution=a.resolution,
+        criterion=a.criterion if tail else "all",
     )
     for d in a.d:
         for problem in a.problem:
@@ -377,12 +387,15 @@ def _cmd_demo(a):
     _cmd_study(a)
 
 
-def _criterion(s: str) -> float:
+def _criterion(s: str) -> float | str:
+    """`all` -> 1.0, `accuracy:X` -> X (Adam's fraction), `tail:r` -> `"tail:r"` (certified)."""
     if s == "all":
         return 1.0
     head, _, x = s.partition(":")
-    if head != "accuracy" or not x:
-        raise argparse.ArgumentTypeError(f"must be 'all' or 'accuracy:X', got {s!r}")
+    if head not in ("accuracy", "tail") or not x:
+        raise argparse.ArgumentTypeError(f"must be 'all', 'accuracy:X' or 'tail:r', got {s!r}")
+    if head == "tail":
+        return f"tail:{real(0.0, 1.0, low_open=True)(x):g}"
     return real(0.0, 1.0, low_open=True)(x)
 
 
@@ -493,7 +506,9 @@ def add_commands(sub) -> None:
         "--criterion",
         type=_criterion,
         default=1.0,
-        help="Adam's success: all (every association stored) or accuracy:X (a fraction X of them)",
+        help="what counts as stored: all (every target above all its competitors), accuracy:X (Adam's: "
+        "a fraction X of them) or tail:r (every target above the mean of its ceil(r (p-1)) best "
+        "competitors; certified, full rank; load p/d^2)",
     )
     c.add_argument("--out", default=None, help="keep the records here (resumable); default: keep nothing")
     c.add_argument("--shard", default=None, help="i/n: run every n-th unit of work from the i-th")

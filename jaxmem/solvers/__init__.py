@@ -18,10 +18,12 @@ from ._decide import (
 from ._decider import (
     AbstractDecider,
     choose_decider,
+    criterion_decider,
     decide,
     decider_for,
     Dense,
     register_decider,
+    Tail,
     WorkingSet,
 )
 from ._lbfgs import line_search, Linear
@@ -33,6 +35,7 @@ from ._margin import (
 )
 from ._runner import AbstractEnsembleSolver, bucket, init_states, run_ensemble
 from ._status import MARGIN_STATUS, STATUS, Status
+from ._tail import tail_k, tail_margins, TailDecider
 from ._working_set import (
     conclude_working_set,
     HOLD_BYTES,

@@ -23,6 +23,7 @@ from .._validate import check_shape, InvalidArgument
 from ._constraints import batch_constraints, compaction, task_prefixes
 from ._decide import conclude, DecideConfig, DECIDERS, Decision, decision_instances, resize_states
 from ._runner import run_ensemble
+from ._tail import conclude_tail, resize_tail, tail_instances
 from ._working_set import (
     conclude_working_set,
     drop_candidates,
@@ -123,6 +124,25 @@ class WorkingSet(AbstractDecider):
         drop_candidates(inst.cons)
 
 
+class Tail(AbstractDecider):
+    """The tail-average decider (`TailDecider`) of the criterion `tail:r`: full rank, on dense
+    constraints; chosen by the criterion, not by `DecideConfig.decider`."""
+
+    r: float = 0.1
+    name: ClassVar[str] = "tail"
+    full_rank_only: ClassVar[bool] = True
+
+    def instances(self, tasks, ps, P, W0=None, hold=True):
+        cons = batch_constraints(tasks, ps, P, stream=False, block=self.config.block)
+        return tail_instances(cons, self.r, W0=W0, config=self.config)
+
+    def conclude(self, solver, inst, state) -> Decision:
+        return conclude_tail(solver, inst, state)
+
+    def resize(self, state, P):
+        return resize_tail(state, P)
+
+
 def register_decider(cls: type[AbstractDecider]) -> type[AbstractDecider]:
     """Add a decider class to `DECIDERS` under its `name` (what `DecideConfig.decider` and the
     command line's `--decider` accept). **Returns:** `cls`."""
@@ -169,6 +189,30 @@ def decider_for(config: DecideConfig, *, d: int, problem: str, rank: int | None 
     return DECIDERS[name](config=config, rank=rank)
 
 
+def criterion_decider(criterion, config: DecideConfig, *, d: int, problem: str, rank=None) -> AbstractDecider:
+    """The decider of a criterion's storability: for `None` or `"all"` (top-1) `decider_for`,
+    for `"tail:r"` the `Tail` decider, for an `AbstractCriterion` its own `decider`. An accuracy
+    criterion has no certified decider (it is Adam's)."""
+    if criterion is None or criterion == "all":
+        return decider_for(config, d=d, problem=problem, rank=rank)
+    if not isinstance(criterion, str):
+        return criterion.decider(config, d=d, problem=problem, rank=rank)
+    head, _, x = criterion.partition(":")
+    if head != "tail":
+        raise InvalidArgument(
+            f"criterion must be 'all' or 'tail:r' for a certified decision, got {criterion!r}"
+        )
+    try:
+        r = float(x)
+    except ValueError:
+        raise InvalidArgument(f"criterion {criterion!r}: {x!r} is not a number") from None
+    if not 0.0 < r <= 1.0:
+        raise InvalidArgument(f"criterion {criterion!r}: r must be in (0, 1]")
+    if rank is not None:
+        raise InvalidArgument("criterion: the tail average is decided for full-rank memories only")
+    return Tail(config=config, r=r)
+
+
 def decide(
     tasks: Task,
     *,
@@ -177,6 +221,7 @@ def decide(
     p=None,
     config: DecideConfig = DecideConfig(),
     W0=None,
+    criterion=None,
 ) -> Decision:
     """Decide, for each task of a batch, whether some memory stores all its associations.
 
@@ -190,6 +235,9 @@ def decide(
     - `config`: a `DecideConfig`; its `decider` picks the dense or the working-set decider.
     - `W0`: optional warm starts, `(n, d, d)`: each decision starts from the best multiple of
       its `W0` (`best_multiple`).
+    - `criterion`: what counts as stored, a text (`"all"`, the default, or `"tail:r"`: the
+      target above the mean of its `ceil(r (p - 1))` best competitors) or an `AbstractCriterion`;
+      its `decider` decides.
 
     **Returns:** a `Decision` with one entry per task.
     """
@@ -202,7 +250,8 @@ def decide(
     m, _ = resolve_kappa(model, d, kappa)
     if W0 is not None:
         check_shape("W0", W0, (ps.shape[0], d, d), "n tasks, d, d")
-    decider = decider_for(config, d=d, problem=tasks.problem, rank=m if model == "factored" else None)
+    rank = m if model == "factored" else None
+    decider = criterion_decider(criterion, config, d=d, problem=tasks.problem, rank=rank)
     solver, inst = decider.instances(tasks, jnp.asarray(ps), int(ps.max()), W0=W0)
     how = compaction(inst.cons, factored=model == "factored")
     st, _ = run_ensemble(solver, inst, chunk=decider.chunk, early=True, **how)

@@ -56,10 +56,12 @@ def lbfgs_init(op: Linear, X, memory: int) -> LBFGS:
     M = jnp.where(op.mask, op.apply(X), 2.0)
     g = -2.0 * op.adjoint(residual(M, op.mask))
     rsum, mmin = hinge_summary(M, op.mask)
-    return _fresh(X, M, g, rsum, mmin > 0, memory)
+    return fresh_state(X, M, g, rsum, mmin > 0, memory)
 
 
-def _fresh(X, M, g, rsum, stored, memory: int) -> LBFGS:
+def fresh_state(X, M, g, rsum, stored, memory: int) -> LBFGS:
+    """The L-BFGS state at `X` (margins `M`, gradient `g`, residual sum, stored) with an empty
+    history of `memory` pairs."""
     z = jnp.zeros((memory,) + X.shape, X.dtype)
     zm = jnp.zeros((memory, memory), X.dtype)
     return LBFGS(X, M, g, rsum, stored, z, z, zm, zm, jnp.array(0, jnp.int32))
@@ -67,7 +69,7 @@ def _fresh(X, M, g, rsum, stored, memory: int) -> LBFGS:
 
 def streamed_init(cons, X, memory: int) -> LBFGS:
     g, rsum, mmin = cons.hinge(X)
-    return _fresh(X, jnp.zeros((), X.dtype), g, rsum, mmin > 0, memory)
+    return fresh_state(X, jnp.zeros((), X.dtype), g, rsum, mmin > 0, memory)
 
 
 def lbfgs_direction(st: LBFGS):
@@ -353,7 +355,7 @@ class Bilinear(AbstractMarginOperator):
         M = jnp.where(self.mask, self.apply(W), 2.0)
         res = residual(M, self.mask)
         rsum, mmin = hinge_summary(M, self.mask)
-        return _fresh(X, M, self._grad(X, res), rsum, mmin > 0, memory)
+        return fresh_state(X, M, self._grad(X, res), rsum, mmin > 0, memory)
 
     def step(self, st: LBFGS) -> LBFGS:
         D = lbfgs_direction(st)

@@ -50,7 +50,7 @@ from .._validate import check_real, InvalidArgument
 from ._certificate import certified_status, settle
 from ._constraints import compaction, Constraints, HIGHEST, StreamedConstraints
 from ._decide import DecideConfig, Decision, decision, to64
-from ._lbfgs import _fresh, LBFGS, lbfgs_direction, lbfgs_update, newton_search
+from ._lbfgs import fresh_state, LBFGS, lbfgs_direction, lbfgs_update, newton_search
 from ._runner import AbstractEnsembleSolver, run_ensemble
 from ._status import RUNNING, STORABLE, UNDECIDED, UNSTORABLE
 
@@ -189,7 +189,7 @@ class TailDecider(AbstractEnsembleSolver):
         s = jnp.where(jnp.isfinite(kth), kth, 0.0)
         h, g, hsum = _hinge(cons, k, M, s, self.delta)
         X = jnp.concatenate([W.ravel(), s])
-        return _fresh(X, M, g, hsum, _stored(h, cons), self.config.memory)
+        return fresh_state(X, M, g, hsum, _stored(h, cons), self.config.memory)
 
     def certificates(self, cons, X, M, a):
         """`(least tail margin / (|W| a), Gordan bound)` at `X` with margins `M`."""

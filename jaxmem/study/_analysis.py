@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import theory as th
+from .._criteria import parse_criterion
 from .._medians import median_capacity
 from .._plan import guess_p
 from .._tasks import alpha_of, p_from_alpha
@@ -154,7 +155,8 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
         d = cfg["d"]
         lo = np.array([r["p_star"] for r in recs])
         hi = np.array([r["p_hi"] for r in recs])
-        est = median_capacity(lo, hi, d, censored=[_censored(r) for r in recs])
+        crit = parse_criterion(cfg.get("criterion", "all"))
+        est = median_capacity(lo, hi, d, censored=[_censored(r) for r in recs], load=crit.alpha_of)
         differ = _differing(heads[tuple(cfg[f] for f in HEAD_FIELDS)])
         row = dict(
             d=d,
@@ -179,7 +181,12 @@ def threshold_rows(records: list[dict], *, theory: bool = True, seed: int = 0) -
             lower_bound=cfg["model"] == "factored" and cfg["solver"] == "certified",
         )
         row.update(uncertified_gap(recs, full) if row["lower_bound"] else {})
-        if theory:
+        if not crit.monotone:
+            row.update(load=crit.load, rebound=int(sum(bool(r.get("rebound")) for r in recs)))
+        if theory and not crit.top1:
+            row["theory_alpha_c"] = crit.limit()
+            row["theory_verdict"] = theory_verdict(row)
+        elif theory:
             ok = math.isfinite(est["p_c"]) and est["p_c"] >= 2
             model_th = "hebbian" if row["solver"] == "hebbian" else row["model"]
             row["theory_alpha_c"] = (
@@ -409,11 +416,14 @@ class CapacityRow(FieldMapping):
 class ThresholdRow(CapacityRow):
     """One measurement point of per-seed thresholds (`threshold_rows`): its memory and solver,
     settings (and those in which it `differs` from the other rows of the same memory and
-    solver), seeds, the median threshold `p_c` and `alpha_c` with the order-statistic 95% CI
-    (`p_ci_*`, `ci_*`, the ranks `ci_ranks`), the seeds undecided, exact and censored, the
-    logistic cross-check, decisions and seconds; for a certified rank-`m` row (a lower bound) the
-    uncertified gap to the full-rank thresholds of the same tasks; the theory's `alpha_c(p_c)`
-    and its verdict where asked."""
+    solver), the `criterion` (Adam's accuracy, 1.0 for top-1, or a certified criterion's name such
+    as `tail:0.1`, whose rows also give their `load` formula `p / d^2` and the seeds whose
+    storability came back above an unstorable `p`, `rebound`), seeds, the median threshold
+    `p_c` and `alpha_c` with the order-statistic 95% CI (`p_ci_*`, `ci_*`, the ranks
+    `ci_ranks`), the seeds undecided, exact and censored, the logistic cross-check, decisions and
+    seconds; for a certified rank-`m` row (a lower bound) the uncertified gap to the full-rank
+    thresholds of the same tasks; the theory's `alpha_c(p_c)` (for the tail average its limit
+    `alpha_G,c(r)`) and its verdict where asked."""
 
     d: int
     problem: str
@@ -423,7 +433,7 @@ class ThresholdRow(CapacityRow):
     embedding: str
     lr: float | None
     steps: int | None
-    criterion: float
+    criterion: float | str
     settings: dict
     differs: dict
     seeds: int
@@ -446,6 +456,8 @@ class ThresholdRow(CapacityRow):
     gap_alpha: Any = ABSENT
     theory_alpha_c: Any = ABSENT
     theory_verdict: Any = ABSENT
+    load: Any = ABSENT
+    rebound: Any = ABSENT
     kind: Any = ABSENT
 
 
@@ -611,11 +623,14 @@ def setup(row) -> str:
     parts = []
     if row.get("embedding", "gaussian") != "gaussian":
         parts.append(f"{row['embedding']} embedding")
-    if row.get("criterion", 1.0) != 1.0:
-        parts.append(f"accuracy {row['criterion']:g}")
+    crit = row.get("criterion", 1.0)
+    if isinstance(crit, str):
+        parts.append(f"{crit} (alpha = {row.get('load', 'p / d^2')})")
+    elif crit != 1.0:
+        parts.append(f"accuracy {crit:g}")
     if row.get("solver") == "adam":
         parts.append(f"lr {row['lr']:g}, {row['steps']} steps")
-    shown = {"embedding", "adam.accuracy", "adam.lr", "adam.steps"}
+    shown = {"embedding", "adam.accuracy", "adam.lr", "adam.steps", "criterion"}
     for k, v in row.get("differs", {}).items():
         if k not in shown:
             parts.append(f"{k} {setting_text(v)}")

@@ -213,6 +213,9 @@ class ThresholdRecord(Record):
     CONFIG: ClassVar[frozenset[str]] = frozenset(
         {"d", "problem", "model", "kappa", "solver", "seeds", "seed0", "embedding", "plan"}
     )
+    # a config without `criterion` is top-1 (`all`)
+    DEFAULTS: ClassVar[dict] = {"criterion": "all"}
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset({"rebound"})
 
     p_star: int
     p_hi: int
@@ -222,6 +225,7 @@ class ThresholdRecord(Record):
     undecided: bool
     decisions: list
     seconds: float
+    rebound: bool | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -618,8 +622,11 @@ def normal_records(records: list[dict]) -> list[dict]:
     return [dict(r, config=normal_config(r["config"])) for r in records]
 
 
-def criterion(cfg: dict) -> float:
-    """What counts as stored in a threshold config: the fraction of associations (1.0: all)."""
+def criterion(cfg: dict) -> float | str:
+    """What counts as stored in a threshold config: the fraction of associations Adam must
+    store (1.0: all, top-1), or the name of another certified criterion (`"tail:0.1"`)."""
+    if cfg.get("criterion", "all") != "all":
+        return cfg["criterion"]
     return normal_config(cfg).get("adam", {}).get("accuracy", 1.0)
 
 

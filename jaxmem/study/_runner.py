@@ -71,6 +71,7 @@ def _family_cost(cfgs: list[dict]) -> float:
 def _label(cfg: dict) -> str:
     seeds = expected_seeds(cfg)
     what = cfg.get("solver", cfg.get("kind", "sweep"))
+    what += f" {cfg['criterion']}" if "criterion" in cfg else ""
     at = f" p={cfg['p']}" if "p" in cfg and "kind" not in cfg else ""
     return (
         f"d={cfg['d']}{at} {cfg['problem']} {cfg['model']} kappa={cfg['kappa']:.2f} {what} "

@@ -54,10 +54,11 @@ def seed_points(name, value, group):
 class CapacityEstimate(eqx.Module):
     """One measured capacity point (host side): per-seed thresholds and their median.
 
-    `p_c` is the median threshold, `alpha_c = p_c ln p_c / d^2`, `[ci_low, ci_high]` its
-    distribution-free 95% interval in `alpha`; `p_star` and `p_hi` bracket each seed's threshold
-    (`p_star` exactly when `p_hi == p_star + 1`); `undecided` counts seeds whose search stopped at
-    an undecided instance; `theory_alpha_c` is `alpha_c(p_c, kappa)` of docs/science.md 2.1.
+    `p_c` is the median threshold, `alpha_c = p_c ln p_c / d^2` (`p_c / d^2` for the tail
+    average: `load`), `[ci_low, ci_high]` its distribution-free 95% interval in `alpha`; `p_star`
+    and `p_hi` bracket each seed's threshold (`p_star` exactly when `p_hi == p_star + 1`);
+    `undecided` counts seeds whose search stopped at an undecided instance; `theory_alpha_c` is
+    `alpha_c(p_c, kappa)` of docs/science.md 2.1 (for the tail average `alpha_G,c(r)`, 2.6).
     """
 
     d: int
@@ -74,6 +75,8 @@ class CapacityEstimate(eqx.Module):
     theory_alpha_c: float | None
     p_star: np.ndarray
     p_hi: np.ndarray
+    criterion: str = "all"
+    load: str = "p ln p / d^2"
 
     def to_json(self) -> dict:
         out = {
@@ -93,6 +96,8 @@ class CapacityEstimate(eqx.Module):
                 "theory_alpha_c",
             )
         }
+        if self.criterion != "all":
+            out.update(criterion=self.criterion, load=self.load)
         return dict(out, p_star=self.p_star.tolist(), p_hi=self.p_hi.tolist())
 
 
@@ -111,6 +116,7 @@ def capacity(
     plan: SearchPlan | None = None,
     out: str | None = None,
     log=None,
+    criterion: str = "all",
 ) -> CapacityEstimate:
     """Measure the capacity at dimension `d` from per-seed thresholds on nested tasks.
 
@@ -125,6 +131,9 @@ def capacity(
     - `out`: optional folder that keeps the records (as `jaxmem capacity --out`: resumable,
       one JSON line per seed under `out/records/`).
     - `log`: optional file for progress lines.
+    - `criterion`: what counts as stored: `"all"` (top-1, the default) or `"tail:r"` (the
+      target above the mean of its `ceil(r (p - 1))` best competitors; certified, full rank; its
+      load is `p / d^2`).
 
     **Returns:** a `CapacityEstimate`.
     """
@@ -140,10 +149,13 @@ def capacity(
         decide_config=decide_config,
         adam_config=adam_config,
         plan=plan,
+        criterion=criterion,
     )
     store = None if out is None else Store(out)
     if store is not None:
         call = dict(d=d, problem=problem, seeds=seeds, model=model, kappa=kappa, solver=solver, seed0=seed0)
+        if criterion != "all":
+            call["criterion"] = criterion
         store.note_command(["jaxmem.capacity", json.dumps(dict(call, units=len(units)), sort_keys=True)])
     recs = measure(units, store=store, log=log)
     row = threshold_rows(recs)[0]
@@ -163,4 +175,6 @@ def capacity(
         theory_alpha_c=row.get("theory_alpha_c"),
         p_star=np.array([r["p_star"] for r in recs]),
         p_hi=np.array([r["p_hi"] for r in recs]),
+        criterion=units[0].get("criterion", "all"),
+        load=row.get("load", "p ln p / d^2"),
     )

@@ -21,10 +21,11 @@ import jax
 import numpy as np
 
 from .. import theory as th
+from .._criteria import Accuracy, parse_criterion
 from .._experiment import run_experiment
 from .._models import hebbian_weight, MODELS as MEMORY_MODELS, rank_of, resolve_kappa
 from .._names import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS
-from .._plan import default_plan, SearchPlan
+from .._plan import default_plan, SearchPlan, tail_plan
 from .._tasks import alpha_of, EMBEDDINGS, make_tasks, p_from_alpha, PROBLEMS
 from .._threshold import search_thresholds, SOLVERS, Thresholds
 from .._train import NO_TRAINING
@@ -70,10 +71,13 @@ def point_configs(
     adam_config: TrainConfig = TrainConfig(),
     plan: SearchPlan | None = None,
     resolution: int | None = None,
+    criterion: str = "all",
 ) -> list[dict]:
     """The units of work (seed groups) of one measurement point, each a canonical config dict
     (the identity of its record file). Validates every field. `resolution`, where given,
-    replaces the plan's (`SearchPlan.resolution`; 1 finds every threshold exactly)."""
+    replaces the plan's (`SearchPlan.resolution`; 1 finds every threshold exactly). `criterion`:
+    `"all"` (top-1; the config then names none, as before the setting existed) or `"tail:r"`
+    (certified, full rank; the config names it)."""
     d = check_int("d", d, 2)
     check_choice("problem", problem, ("op", "dp"))
     check_choice("model", model, THRESHOLD_MODELS)
@@ -87,6 +91,14 @@ def point_configs(
             "kappa is required with model 'factored' (the rank m = kappa d; 1 is full rank)"
         )
     _, kappa = resolve_kappa(model, d, kappa)
+    crit = parse_criterion(criterion)
+    if isinstance(crit, Accuracy):
+        raise InvalidArgument("criterion: an accuracy criterion is Adam's; set adam_config.accuracy")
+    if not crit.top1 and (solver, model) != ("certified", "full"):
+        raise InvalidArgument(
+            f"criterion {crit.name!r} is measured by the certified solver on the full-rank memory; "
+            f"got solver {solver!r}, model {model!r}"
+        )
     if solver != "adam" and adam_config.accuracy != 1.0:
         raise InvalidArgument("an accuracy criterion is Adam's (solver 'adam'); a certificate is for all")
     if solver == "hebbian" and (problem, model) != ("op", "full"):
@@ -98,6 +110,8 @@ def point_configs(
         if alpha_of(d, 2) / 2 > 0.15:
             raise InvalidArgument(f"d must be >= 3 for the Hebbian scan (to the load 0.15), got {d}")
         plan = SearchPlan(p0=2, p_max=p_from_alpha(d, 0.15))
+    if plan is None and not crit.top1:
+        plan = tail_plan(d, crit.r)
     if plan is None:
         plan = default_plan(d, kappa)
         if adam_config.accuracy != 1.0:
@@ -119,9 +133,11 @@ def point_configs(
         embedding=embedding,
         plan=plan.fields(),
     )
+    if not crit.top1:
+        base["criterion"] = crit.name
     if solver != "hebbian":  # Adam's outcomes are verified with the decider's tol, stream, block
         decide = decide_fields(decide_config)
-        if solver == "certified":
+        if solver == "certified" and crit.top1:
             decide["decider"] = choose_decider(
                 decide_config, d=d, problem=problem, factored=model == "factored"
             )
@@ -185,6 +201,10 @@ def _search_bracketing(cfg, plan, search, *, memory, log) -> tuple[Thresholds, i
         decisions = list(th.decisions)
         for j, i in enumerate(again):
             decisions[i] = decisions[i] + more.decisions[j]
+        rebound = None
+        if th.rebound is not None:
+            rebound = th.rebound.copy()
+            rebound[again] |= more.rebound
         th = Thresholds(
             lo=lo,
             hi=hi,
@@ -192,6 +212,7 @@ def _search_bracketing(cfg, plan, search, *, memory, log) -> tuple[Thresholds, i
             decisions=decisions,
             seconds=th.seconds + more.seconds,
             p_max=plan.p_max,
+            rebound=rebound,
         )
 
 
@@ -210,6 +231,7 @@ def run_unit(cfg: dict, *, log=None) -> list[dict]:
         adam_config=acfg,
         log=log,
         start=start,
+        criterion=cfg.get("criterion", "all"),
     )
     th, p_max = _search_bracketing(cfg, plan, search, memory=dcfg.memory, log=log)
     recs = []
@@ -235,6 +257,7 @@ def run_unit(cfg: dict, *, log=None) -> list[dict]:
                     for p, st, m, b, it in th.decisions[j]
                 ],
                 seconds=th.seconds / (s1 - s0),
+                **({} if th.rebound is None else dict(rebound=bool(th.rebound[j]))),
             )
         )
     return recs
