@@ -413,6 +413,32 @@ def fig_scaling(table: list, out) -> str:
     return save_figure(fig, out, "scaling")
 
 
+def fig_tail(table: list, out) -> str:
+    """The tail-average study (`tail_table`'s rows): left, the certified tail-average capacity
+    `p_c / d^2` against `d` with 95% CIs, one colour per `r` (OP circles, DP squares), and each
+    `r`'s proportional limit `alpha_G,c(r)` as a dashed line; right, the top-1 capacity of the
+    same tasks on its own load `p_c ln p_c / d^2`. Nothing is fitted."""
+    fig, (ax, bx) = _subplots(1, 2, figsize=(11, 4.2))
+    rs = sorted({r for t in table for r in t["tails"]})
+    ds = sorted({t["d"] for t in table})
+    for j, r in enumerate(rs):
+        color = f"C{j}"
+        for problem, marker, dx in (("op", "o", 0.98), ("dp", "s", 1.02)):
+            rows = [t["tails"][r] for t in table if t["problem"] == problem and r in t["tails"]]
+            _errorbar(ax, rows, [x["d"] for x in rows], color, f"r = {r:g} {problem.upper()}", marker, dx)
+        limit = next((t["tails"][r].get("theory_alpha_c") for t in table if r in t["tails"]), None)
+        if limit is not None:
+            ax.axhline(limit, color=color, ls="--", lw=1)
+    _against_d(
+        ax, ds, r"$\hat\alpha_c = p_c/d^2$", r"Tail-average capacity (95% CIs); dashed: $\alpha_{G,c}(r)$"
+    )
+    for problem, marker, color in (("op", "o", "C0"), ("dp", "s", "C1")):
+        rows = [t["top1"] for t in table if t["problem"] == problem and t["top1"] is not None]
+        _errorbar(bx, rows, [x["d"] for x in rows], color, f"top-1 {problem.upper()}", marker)
+    _against_d(bx, ds, r"$\hat\alpha_c = p_c\ln p_c/d^2$", "Top-1 capacity of the same tasks (95% CIs)")
+    return save_figure(fig, out, "tail")
+
+
 def fig_rank_study(table: dict, out) -> str:
     """The rank study (`rank_table`): the certified rank-`m` lower bounds of the OP and the DP
     against `kappa` with 95% CIs at each `d`, Adam on the same model, the full-rank capacities at

@@ -2,4 +2,4 @@
 `STUDIES` (the order here is the registry's: the order `jaxmem study --help` lists them and
 `jaxmem report` writes them)."""
 
-from . import demo, mechanism, peer, rank, scaling, sweep  # noqa: F401  (each registers its study)
+from . import demo, mechanism, peer, rank, scaling, sweep, tail  # noqa: F401  (each registers its study)
