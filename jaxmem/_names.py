@@ -44,4 +44,8 @@ STUDY_NAMES = {
         ("default", "more", "accelerator", "quick"),
     ),
     "sweep": ("fixed-p ensembles over a grid of loads, with a logistic estimate", ("default", "quick")),
+    "tail": (
+        "The tail-average capacity (certified) beside top-1, against alpha_G,c(r)",
+        ("default", "quick"),
+    ),
 }

@@ -42,6 +42,7 @@ def test_the_help_lists_what_the_registry_holds():
         ("rank", None, 27),
         ("peer", None, 25),
         ("mechanism", None, 2),
+        ("tail", None, 32),
     ],
 )
 def test_plan_counts_units_and_writes_nothing(tmp_path, capsys, name, preset, units):
@@ -58,7 +59,10 @@ def test_plan_counts_units_and_writes_nothing(tmp_path, capsys, name, preset, un
 @pytest.mark.parametrize(
     "argv, says",
     [
-        (["study", "nope", "--plan"], "study must be one of demo, mechanism, peer, rank, scaling, sweep"),
+        (
+            ["study", "nope", "--plan"],
+            "study must be one of demo, mechanism, peer, rank, scaling, sweep, tail",
+        ),
         (["study", "scaling", "--preset", "huge", "--plan"], "preset of study scaling must be one of"),
         (["study", "rank", "--shard", "3/2", "--plan"], "--shard"),
         (["study", "rank", "--plan", "--report", "x"], "--report"),

@@ -23,7 +23,7 @@ from .._validate import check_shape, InvalidArgument
 from ._constraints import batch_constraints, compaction, task_prefixes
 from ._decide import conclude, DecideConfig, DECIDERS, Decision, decision_instances, resize_states
 from ._runner import run_ensemble
-from ._tail import conclude_tail, resize_tail, tail_instances
+from ._tail import conclude_tail, resize_tail, SMOOTH, tail_instances
 from ._working_set import (
     conclude_working_set,
     drop_candidates,
@@ -126,15 +126,17 @@ class WorkingSet(AbstractDecider):
 
 class Tail(AbstractDecider):
     """The tail-average decider (`TailDecider`) of the criterion `tail:r`: full rank, on dense
-    constraints; chosen by the criterion, not by `DecideConfig.decider`."""
+    constraints; chosen by the criterion, not by `DecideConfig.decider`. `smooth`: the smoothed
+    ReLU's half-width `delta` (`SMOOTH`; docs/decisions.md)."""
 
     r: float = 0.1
+    smooth: float = SMOOTH
     name: ClassVar[str] = "tail"
     full_rank_only: ClassVar[bool] = True
 
     def instances(self, tasks, ps, P, W0=None, hold=True):
         cons = batch_constraints(tasks, ps, P, stream=False, block=self.config.block)
-        return tail_instances(cons, self.r, W0=W0, config=self.config)
+        return tail_instances(cons, self.r, W0=W0, config=self.config, smooth=self.smooth)
 
     def conclude(self, solver, inst, state) -> Decision:
         return conclude_tail(solver, inst, state)

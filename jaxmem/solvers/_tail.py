@@ -260,15 +260,16 @@ class TailDecider(AbstractEnsembleSolver):
         return st.opt.X[:, : d * d].reshape(n, d, d)
 
 
-def tail_instances(cons: Constraints, r, *, W0=None, config: DecideConfig = DecideConfig()):
+def tail_instances(cons: Constraints, r, *, W0=None, config: DecideConfig = DecideConfig(), smooth=SMOOTH):
     """The `TailDecider` for the criterion `tail:r` and its batch of instances for dense
-    constraints `cons` (leading ensemble axis); `W0` starts (default zero)."""
+    constraints `cons` (leading ensemble axis); `W0` starts (default zero); `smooth`: `delta`."""
+    check_real("smooth", smooth, low=0.0, low_open=True)
     if isinstance(cons, StreamedConstraints):
         raise InvalidArgument("the tail-average decider needs dense constraints (p too large for them)")
     n, P, d = cons.inputs.shape
     f = tail_fraction(r)
     W0 = jnp.zeros((n, d, d), cons.inputs.dtype) if W0 is None else jnp.asarray(W0, cons.inputs.dtype)
-    return TailDecider(config, f.numerator, f.denominator), TailInstance(cons, W0)
+    return TailDecider(config, f.numerator, f.denominator, float(smooth)), TailInstance(cons, W0)
 
 
 @eqx.filter_jit
