@@ -179,3 +179,21 @@ def test_top1_configs_name_no_criterion():
     assert "criterion" not in cfg
     (tail,) = jm.study.point_configs(d=8, problem="op", seeds=4, criterion="tail:0.1")
     assert tail["criterion"] == "tail:0.1" and tail["plan"]["p0"] != cfg["plan"]["p0"]
+
+
+def test_training_stops_on_the_tail_criterion_and_only_then():
+    tasks = jm.make_tasks(jax.random.key(0), n=2, d=8, p=22)
+    run = jm.train(jm.FullRank, tasks, config=jm.TrainConfig(tail=0.1, steps=1000))
+    crit = jm.TailAverage(0.1)
+    for s, step in enumerate(run.steps_to_store):
+        task = jax.tree.map(lambda x: x[s], tasks)
+        params = jax.tree.map(lambda x: x[s], run.model)
+        S = task.score_matrix(
+            params.project(task.inputs, precision=jax.lax.Precision.HIGHEST), jax.lax.Precision.HIGHEST
+        )
+        assert (int(crit.hits(S, 22)) == 22) == (step is not None), (s, step)
+    assert any(s is not None for s in run.steps_to_store)
+    # a top-1 configuration's identity (what records store) names no tail
+    assert "tail" not in jm.TrainConfig().identity() and jm.TrainConfig(tail=0.1).identity()["tail"] == 0.1
+    with pytest.raises(ValueError, match="tail"):
+        jm.TrainConfig(tail=0.1, accuracy=0.9)

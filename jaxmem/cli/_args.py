@@ -214,3 +214,16 @@ def table(rows, cols) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
     lines += ["  ".join(str(r[c]).rjust(w) for c, w in zip(cols, widths)) for r in rows]
     return "\n".join(lines)
+
+
+def criterion_arg(s: str) -> float | str:
+    """An argparse type for `--criterion`: `all` -> 1.0, `accuracy:X` -> X (Adam's fraction),
+    `tail:r` -> `"tail:r"` (the tail average)."""
+    if s == "all":
+        return 1.0
+    head, _, x = s.partition(":")
+    if head not in ("accuracy", "tail") or not x:
+        raise argparse.ArgumentTypeError(f"must be 'all', 'accuracy:X' or 'tail:r', got {s!r}")
+    if head == "tail":
+        return f"tail:{real(0.0, 1.0, low_open=True)(x):g}"
+    return real(0.0, 1.0, low_open=True)(x)

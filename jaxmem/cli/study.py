@@ -3,7 +3,6 @@ read-only commands that summarise one."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -11,6 +10,7 @@ import time
 
 from ._args import (
     ArgumentError,
+    criterion_arg,
     grid,
     integer,
     parse_shard,
@@ -387,18 +387,6 @@ def _cmd_demo(a):
     _cmd_study(a)
 
 
-def _criterion(s: str) -> float | str:
-    """`all` -> 1.0, `accuracy:X` -> X (Adam's fraction), `tail:r` -> `"tail:r"` (certified)."""
-    if s == "all":
-        return 1.0
-    head, _, x = s.partition(":")
-    if head not in ("accuracy", "tail") or not x:
-        raise argparse.ArgumentTypeError(f"must be 'all', 'accuracy:X' or 'tail:r', got {s!r}")
-    if head == "tail":
-        return f"tail:{real(0.0, 1.0, low_open=True)(x):g}"
-    return real(0.0, 1.0, low_open=True)(x)
-
-
 _SWEEP_EXAMPLES = """examples:
   jaxmem sweep --d 24 32 --alpha 0.3:1.2:10 --problem op dp --seeds 16 --out runs/a
   jaxmem sweep --d 32 --p 100 150 200 --model factored --kappa 0.5 --out runs/b --shard 0/2"""
@@ -504,7 +492,7 @@ def add_commands(sub) -> None:
     c.add_argument("--init-scale", type=real(0.0, low_open=True), default=1e-3, help="Adam's initial scale")
     c.add_argument(
         "--criterion",
-        type=_criterion,
+        type=criterion_arg,
         default=1.0,
         help="what counts as stored: all (every target above all its competitors), accuracy:X (Adam's: "
         "a fraction X of them) or tail:r (every target above the mean of its ceil(r (p-1)) best "

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from .._names import EMBEDDINGS, PRECISIONS
-from ._args import ArgumentError, integer, print_json, real, table
+from ._args import ArgumentError, criterion_arg, integer, print_json, real, table
 
 
 _TRAIN_EXAMPLES = """examples:
@@ -68,6 +68,13 @@ def run_info() -> dict:
     return dict(versions=versions(), device=str(jax.devices()[0].platform))
 
 
+def _criterion(c) -> dict:
+    """`TrainConfig`'s criterion fields of a `--criterion` value."""
+    if isinstance(c, str):
+        return dict(tail=float(c.partition(":")[2]))
+    return dict(accuracy=c)
+
+
 def _cmd_train(a):
     from .._experiment import run_experiment
     from ..solvers._adam import TrainConfig
@@ -85,7 +92,7 @@ def _cmd_train(a):
         seed0=a.seed0,
         embedding=a.embedding,
         progress=not a.quiet,
-        config=TrainConfig(**train_knobs(a)),
+        config=TrainConfig(**train_knobs(a), **_criterion(a.criterion)),
     )
     res = dict(res.to_json(), **run_info())
     if a.json:
@@ -101,6 +108,10 @@ def _cmd_train(a):
     ]
     print(table(rows, ["seed", "accuracy", "all_stored", "steps_to_store"]))
     print(f"fraction all stored: {res['fraction_all_stored']:.3f}   ({res['seconds']:.1f} s)")
+    if a.criterion != 1.0:
+        met = sum(s is not None for s in res["steps_to_store"])
+        name = a.criterion if isinstance(a.criterion, str) else f"accuracy:{a.criterion:g}"
+        print(f"criterion {name}: met by {met} of {len(res['steps_to_store'])} seeds (steps_to_store)")
 
 
 def add_commands(sub) -> None:
@@ -114,6 +125,14 @@ def add_commands(sub) -> None:
         epilog=_TRAIN_EXAMPLES,
     )
     sp.add_argument("--d", type=integer(2), required=True, help="dimension of inputs and targets")
+    sp.add_argument(
+        "--criterion",
+        type=criterion_arg,
+        default=1.0,
+        help="when a seed counts as stored (steps_to_store): all (top-1 for every association), "
+        "accuracy:X (a fraction X) or tail:r (every target above the mean of its ceil(r (p-1)) best "
+        "competitors)",
+    )
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--p", type=integer(2), help="associations to store (or give --alpha)")
     g.add_argument(

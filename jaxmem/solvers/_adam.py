@@ -20,7 +20,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Bool, Float, Int
 
-from .._criteria import AbstractCriterion, criterion_of
+from .._criteria import AbstractCriterion, criterion_of, TailAverage
 from .._loss import cross_entropy
 from .._metrics import HIGHEST
 from .._names import DEFAULT_INIT_SCALE, DEFAULT_LR, DEFAULT_STEPS, PRECISIONS
@@ -52,6 +52,8 @@ class TrainConfig(eqx.Module):
     - `accuracy`: the success criterion, the fraction of the `n` associations that must be
       stored (1: all of them, the paper's; 0.99: Nichani, Lee and Bietti's early stop); the
       criterion itself is `criterion_of(accuracy)` (`AllStored` or `Accuracy`).
+    - `tail`: where given, `r` of the tail-average criterion (`TailAverage(r)`: every target
+      above the mean of its `ceil(r (n - 1))` best competitors), in place of `accuracy`'s.
 
     A record stores `identity()`: every field.
     """
@@ -67,6 +69,7 @@ class TrainConfig(eqx.Module):
     early_stop: bool = True
     compact: bool = True
     accuracy: float = 1.0
+    tail: float | None = None
 
     def __check_init__(self):
         check_int("steps", self.steps, 0)
@@ -88,17 +91,26 @@ class TrainConfig(eqx.Module):
             )
         check_choice("precision", self.precision, PRECISIONS)
         check_real("accuracy", self.accuracy, low=0.0, low_open=True, high=1.0)
+        if self.tail is not None:
+            check_real("tail", self.tail, low=0.0, low_open=True, high=1.0)
+            if self.accuracy != 1.0:
+                raise InvalidArgument("tail: give either an accuracy or a tail criterion, not both")
         if self.stream not in (None, True, False):
             raise InvalidArgument(f"stream must be None, True or False, got {self.stream!r}")
 
     def criterion(self) -> AbstractCriterion:
         """What counts as stored for these settings (`criterion_of`): the one place a new
         criterion's setting is read."""
+        if self.tail is not None:
+            return TailAverage(float(self.tail))
         return criterion_of(self.accuracy)
 
     def identity(self) -> dict:
-        """Every field, as a record stores it (the optimizer by its name)."""
+        """Every field, as a record stores it (the optimizer by its name; `tail` only where
+        given, so the settings of a top-1 run keep the identity they had before it existed)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if out["tail"] is None:
+            del out["tail"]
         out["optimizer"] = getattr(self.optimizer, "__name__", repr(self.optimizer))
         return {k: v.item() if isinstance(v, np.generic) else v for k, v in out.items()}
 
