@@ -318,3 +318,17 @@ def test_report_of_the_mechanism_folder_is_its_committed_page(tmp_path):
     with open(os.path.join(ROOT, "docs", "mechanism", "mechanism.md")) as f:
         assert (dest / "mechanism.md").read_text() == f.read().replace("docs/mechanism", str(dest))
     assert (dest / "mechanism.png").stat().st_size > 10_000
+
+
+def test_report_of_the_tail_folder_is_its_committed_page(tmp_path):
+    """docs/tail holds the tail-average study's records; `jaxmem report` on a copy writes its
+    page and JSON, exactly the committed ones, and its figure; `jaxmem capacity` reads the same
+    rows as the committed JSON's."""
+    dest = _copy(tmp_path, "tail")
+    assert main(["report", str(dest), "--quiet"]) == 0
+    committed = os.path.join(ROOT, "docs", "tail")
+    with open(os.path.join(committed, "tail.md")) as f:
+        assert (dest / "tail.md").read_text() == f.read().replace("docs/tail", str(dest))
+    with open(os.path.join(committed, "tail.json")) as f:
+        assert same_json(json.loads((dest / "tail.json").read_text()), json.loads(f.read()))
+    assert (dest / "tail.png").stat().st_size > 10_000

@@ -147,9 +147,12 @@ def point_configs(
     if solver == "adam":
         base["adam"] = train_fields(adam_config)
     batch = min(group, seeds)
-    check_memory(
-        "d, seeds and group", unit_bytes(d=d, p=plan.p_max, batch=batch, memory=decide_config.memory)
-    )
+    need = unit_bytes(d=d, p=plan.p_max, batch=batch, memory=decide_config.memory)
+    if not crit.top1:
+        need = tail_unit_bytes(
+            d=d, p=plan.p_max, batch=batch, memory=decide_config.memory, dp=problem == "dp"
+        )
+    check_memory("d, seeds and group", need)
     return [dict(base, seeds=[s, min(seeds, s + group)]) for s in range(0, seeds, group)]
 
 
@@ -159,6 +162,13 @@ def unit_bytes(*, d: int, p: int, batch: int, memory: int) -> float:
     streamed), and the decider's `W` with its L-BFGS history (`(2 memory + 4) d^2`), in
     float32."""
     return 4.0 * batch * (2 * p * d + p * min(p, 256) + (2 * memory + 4) * d * d)
+
+
+def tail_unit_bytes(*, d: int, p: int, batch: int, memory: int, dp: bool) -> float:
+    """A lower estimate of a tail-average unit's memory: per instance the dense decider's
+    `p x p` margins and about seven temporaries of their size, the DP's `p x p x d` candidates,
+    and `(W, s)` with its L-BFGS history, in float32."""
+    return 4.0 * batch * (8 * p * p + (p * p * d if dp else 2 * p * d) + (2 * memory + 4) * (d * d + p))
 
 
 # A seed none of whose `p` failed is searched again up to this multiple of the plan's `p_max`
