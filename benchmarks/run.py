@@ -25,6 +25,7 @@ BENCHMARKS = {
     "latency": ("latency", "time to first answer, each item in a fresh process, cold and warm cache"),
     "theory": ("theory_timing", "alpha_c over 50 values of p and a 20-point saddle-point continuation"),
     "gpu": ("gpu", "the accelerator script: training steps and decisions at d = 256 to 1024"),
+    "tail": ("tail", "the tail-average decider against the top-1 decider per seed, and its smoothing"),
 }
 
 
