@@ -118,22 +118,27 @@ def tail_table(records: list[dict]) -> list[dict]:
 def approach(table: list[dict]) -> list[str]:
     """Per problem and `r` measured at two `d` or more: whether the excess over the limit at the
     largest `d` lies below the one at the smallest, decided only where their 95% CIs are
-    disjoint (no fit, no extrapolation)."""
+    disjoint (no fit, no extrapolation); where they overlap, the seeds per point that intervals
+    of the same shape, narrowing as `1 / sqrt(n)`, would need to be disjoint."""
     notes = []
     by = defaultdict(list)
     for t in table:
         for r, ex in t["excess"].items():
-            by[(t["problem"], r)].append((t["d"], ex))
+            by[(t["problem"], r)].append((t["d"], ex, t["tails"][r]["seeds"]))
     for (problem, r), pts in sorted(by.items()):
         if len(pts) < 2:
             continue
-        (d0, (e0, lo0, hi0)), (d1, (e1, lo1, hi1)) = pts[0], pts[-1]
+        (d0, (e0, lo0, hi0), n0), (d1, (e1, lo1, hi1), n1) = pts[0], pts[-1]
         if hi1 < lo0:
             verdict = "shrinks (95% CIs disjoint)"
         elif lo1 > hi0:
             verdict = "grows (95% CIs disjoint)"
+        elif e1 < e0:
+            # the half-widths facing each other must fall below the distance of the medians
+            need = math.ceil(max(n0, n1) * ((e0 - lo0 + hi1 - e1) / (e0 - e1)) ** 2)
+            verdict = f"undecided (95% CIs overlap; about {need} seeds per point would decide it)"
         else:
-            verdict = "undecided (95% CIs overlap; more seeds or a larger d would decide it)"
+            verdict = "undecided (95% CIs overlap, and the median excess does not fall)"
         at = lambda e, lo, hi, d: f"{fmt(e)} [{fmt(lo)}, {fmt(hi)}] at d = {d}"
         notes.append(
             f"{problem.upper()} r = {r:g}: excess over alpha_G,c {at(e0, lo0, hi0, d0)}, "
