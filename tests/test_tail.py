@@ -5,6 +5,7 @@ score-matrix check against the decider's float64 margins, and the setting in rec
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -197,3 +198,19 @@ def test_training_stops_on_the_tail_criterion_and_only_then():
     assert "tail" not in jm.TrainConfig().identity() and jm.TrainConfig(tail=0.1).identity()["tail"] == 0.1
     with pytest.raises(ValueError, match="tail"):
         jm.TrainConfig(tail=0.1, accuracy=0.9)
+
+
+def test_a_folder_with_both_criteria_gives_the_top1_tables_top1_records_only():
+    """docs/tail holds top-1 and tail-average points of the same tasks: the studies' tables read
+    the top-1 ones (`by_kind`), the tail study all of them, and the full-rank thresholds that bound
+    a rank-m row's gap are top-1 thresholds."""
+    from jaxmem.study import by_kind, Store
+    from jaxmem.study._analysis import full_rank_thresholds
+
+    records = Store(os.path.join(os.path.dirname(__file__), "..", "docs", "tail")).records()
+    top1 = by_kind(records)[0]
+    every = by_kind(records, every_criterion=True)[0]
+    assert top1 and all("criterion" not in r["config"] for r in top1)
+    assert len(every) == 4 * len(top1)  # three values of r beside top-1
+    full = full_rank_thresholds(records)
+    assert sorted(full.values()) == sorted(r["p_star"] for r in top1 if r["exact"])

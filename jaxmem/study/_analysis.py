@@ -203,10 +203,11 @@ def _tasks_key(cfg: dict, seed: int) -> tuple:
 
 
 def full_rank_thresholds(records: list[dict]) -> dict:
-    """The certified full-rank `p*` of every seed measured, keyed by its task (`_tasks_key`)."""
+    """The certified full-rank top-1 `p*` of every seed measured, keyed by its task
+    (`_tasks_key`)."""
     return {
         _tasks_key(r["config"], r["seed"]): r["p_star"]
-        for r in where(records, model="full", solver="certified")
+        for r in where(records, model="full", solver="certified", criterion="all")
         if not _censored(r)
     }
 

@@ -29,7 +29,7 @@ import equinox as eqx
 
 from .._files import atomic_write
 from .._validate import InvalidArgument
-from ._records import ENSEMBLE_KIND, KIND, kind_of, MARGIN_KIND, normal_records, Store
+from ._records import ENSEMBLE_KIND, KIND, kind_of, MARGIN_KIND, normal_records, Store, where
 from ._runner import check_jobs, distinct_units, measure, run_units, shard_units
 
 
@@ -115,10 +115,17 @@ def preset_of(study: AbstractStudy, preset: str | None):
     return study.presets[preset]
 
 
-def by_kind(records: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
-    """A folder's records by kind: threshold (normalised), max-margin, and fixed-`p` sweep."""
+def by_kind(
+    records: list[dict], *, every_criterion: bool = False
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """A folder's records by kind: threshold (normalised), max-margin, and fixed-`p` sweep. The
+    threshold records are those of the top-1 criterion, which every study's tables but the tail
+    study's are about, unless `every_criterion` (a folder may also hold `tail:r` points)."""
     of = lambda kind: [r for r in records if kind_of(r) == kind]
-    return normal_records(of(KIND)), of(MARGIN_KIND), of(ENSEMBLE_KIND)
+    thr = normal_records(of(KIND))
+    if not every_criterion:
+        thr = where(thr, criterion="all")
+    return thr, of(MARGIN_KIND), of(ENSEMBLE_KIND)
 
 
 _MARKS = "studies"

@@ -159,13 +159,13 @@ class Tail(AbstractStudy):
 
     def claims(self, records: list[dict]) -> bool:
         """Certified full-rank thresholds, some of them under a tail-average criterion."""
-        thr, margins, sweep = by_kind(records)
+        thr, margins, sweep = by_kind(records, every_criterion=True)
         if not thr or margins or sweep:
             return False
         return any(str(r["config"].get("criterion", "")).startswith("tail:") for r in thr)
 
     def tables(self, records: list[dict]):
-        thr, _, _ = by_kind(records)
+        thr, _, _ = by_kind(records, every_criterion=True)
         table = tail_table(thr)
         if not any(t["tails"] for t in table):
             return None
